@@ -1,0 +1,108 @@
+import Joi from 'joi';
+
+/** Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h. */
+const DEFAULT_RETRY_DELAYS_MS = [5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6, 864e5];
+
+export interface Config {
+  host: string;
+  port: number;
+  databaseUrl: string;
+  redisUrl: string;
+  publicUrl: string;
+  webhookAllowPrivateTargets: boolean;
+  webhookRetryDelaysMs: number[];
+  webhookTimeoutMs: number;
+  turnstileSiteKey: string | null;
+  turnstileSecretKey: string | null;
+  turnstileVerifyUrl: string;
+  turnstileScriptUrl: string;
+  stripeSecretKey: string | null;
+  stripeApiBase: string;
+  hubspotApiBase: string;
+  publicRateLimitGet: number;
+  publicRateLimitPost: number;
+  adminToken: string | null;
+  encryptionKey: Buffer | null;
+  logLevel: string;
+  metricsPort: number;
+  workerConcurrency: number;
+  queuePrefix: string;
+  dbPoolMax: number;
+}
+
+const delayList = Joi.string()
+  .pattern(/^\s*\d+\s*(,\s*\d+\s*)*$/)
+  .message('"WEBHOOK_RETRY_DELAYS_MS" must be a comma-separated list of non-negative integers');
+
+const base64Key = Joi.string().custom((value: string) => {
+  const key = Buffer.from(value, 'base64');
+  if (key.length !== 32) throw new Error('must be 32 bytes encoded in base64');
+  return value;
+});
+
+const url = Joi.string().uri({ scheme: ['http', 'https'] });
+
+const schema = Joi.object({
+  HOST: Joi.string().default('0.0.0.0'),
+  PORT: Joi.number().integer().min(0).max(65535).default(3000),
+  DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] })
+    .default('postgres://postgres@127.0.0.1:5432/formservice'),
+  REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
+  PUBLIC_URL: url,
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: Joi.boolean().truthy('1').falsy('0').default(false),
+  WEBHOOK_RETRY_DELAYS_MS: delayList,
+  WEBHOOK_TIMEOUT_MS: Joi.number().integer().min(100).max(120_000).default(10_000),
+  TURNSTILE_SITE_KEY: Joi.string(),
+  TURNSTILE_SECRET_KEY: Joi.string(),
+  TURNSTILE_VERIFY_URL: url.default('https://challenges.cloudflare.com/turnstile/v0/siteverify'),
+  TURNSTILE_SCRIPT_URL: url.default('https://challenges.cloudflare.com/turnstile/v0/api.js'),
+  STRIPE_SECRET_KEY: Joi.string(),
+  STRIPE_API_BASE: url.default('https://api.stripe.com'),
+  HUBSPOT_API_BASE: url.default('https://api.hubapi.com'),
+  PUBLIC_RATE_LIMIT_GET: Joi.number().integer().min(1).default(120),
+  PUBLIC_RATE_LIMIT_POST: Joi.number().integer().min(1).default(20),
+  ADMIN_TOKEN: Joi.string().min(16),
+  ENCRYPTION_KEY: base64Key,
+  LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
+  METRICS_PORT: Joi.number().integer().min(0).max(65535).default(9100),
+  WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
+  QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
+  DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
+}).unknown(true);
+
+export class ConfigError extends Error {}
+
+/** Reads and validates the environment once; a wrong value names its variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const { error, value: v } = schema.validate(cleaned, { abortEarly: true, convert: true });
+  if (error) throw new ConfigError(`Invalid configuration: ${error.message}`);
+  return Object.freeze({
+    host: v.HOST,
+    port: v.PORT,
+    databaseUrl: v.DATABASE_URL,
+    redisUrl: v.REDIS_URL,
+    publicUrl: (v.PUBLIC_URL ?? `http://localhost:${v.PORT}`).replace(/\/+$/, ''),
+    webhookAllowPrivateTargets: v.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+    webhookRetryDelaysMs: v.WEBHOOK_RETRY_DELAYS_MS
+      ? String(v.WEBHOOK_RETRY_DELAYS_MS).split(',').map((s) => Number(s.trim()))
+      : DEFAULT_RETRY_DELAYS_MS,
+    webhookTimeoutMs: v.WEBHOOK_TIMEOUT_MS,
+    turnstileSiteKey: v.TURNSTILE_SITE_KEY ?? null,
+    turnstileSecretKey: v.TURNSTILE_SECRET_KEY ?? null,
+    turnstileVerifyUrl: v.TURNSTILE_VERIFY_URL,
+    turnstileScriptUrl: v.TURNSTILE_SCRIPT_URL,
+    stripeSecretKey: v.STRIPE_SECRET_KEY ?? null,
+    stripeApiBase: v.STRIPE_API_BASE.replace(/\/+$/, ''),
+    hubspotApiBase: v.HUBSPOT_API_BASE.replace(/\/+$/, ''),
+    publicRateLimitGet: v.PUBLIC_RATE_LIMIT_GET,
+    publicRateLimitPost: v.PUBLIC_RATE_LIMIT_POST,
+    adminToken: v.ADMIN_TOKEN ?? null,
+    encryptionKey: v.ENCRYPTION_KEY ? Buffer.from(v.ENCRYPTION_KEY, 'base64') : null,
+    logLevel: v.LOG_LEVEL,
+    metricsPort: v.METRICS_PORT,
+    workerConcurrency: v.WORKER_CONCURRENCY,
+    queuePrefix: v.QUEUE_PREFIX,
+    dbPoolMax: v.DB_POOL_MAX,
+  });
+}

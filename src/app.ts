@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import IORedis, { type Redis, type RedisOptions } from 'ioredis';
+import type { Config } from '../config';
+import { ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
+import { INVALIDATION_CHANNEL, KeyStore } from './domain/auth/key-store';
+import { FormCache } from './domain/forms/form-cache';
+import { RateLimiter } from './domain/quotas/rate-limiter';
+import { createLogger, type Logger } from './lib/logger';
+import { Producer } from './queues/producer';
+
+/** Everything a request handler or a job needs, built once per process. */
+export interface AppContext {
+  config: Readonly<Config>;
+  orm: Orm;
+  logger: Logger;
+  /** Fails fast when Redis is down: request paths must never wait on it. */
+  redis: Redis;
+  producer: Producer;
+  keyStore: KeyStore;
+  rateLimiter: RateLimiter;
+  formCache: FormCache;
+  encryptionKey: Buffer;
+  close(): Promise<void>;
+}
+
+export function failFastRedis(url: string, extra: RedisOptions = {}): Redis {
+  return new IORedis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 1500,
+    connectTimeout: 2000,
+    retryStrategy: (times) => Math.min(200 * times, 2000),
+    ...extra,
+  });
+}
+
+/** Redis connection for BullMQ workers: they must wait for Redis rather than fail. */
+export function blockingRedis(url: string): Redis {
+  return new IORedis(url, { maxRetriesPerRequest: null, retryStrategy: (times) => Math.min(200 * times, 2000) });
+}
+
+export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
+  await ensureDatabase(config.databaseUrl);
+  const orm = await initOrm(config.databaseUrl, 1);
+  try {
+    await migrate(orm);
+  } finally {
+    await orm.close();
+  }
+}
+
+async function resolveEncryptionKey(orm: Orm, config: Readonly<Config>, logger: Logger): Promise<Buffer> {
+  if (config.encryptionKey) return config.encryptionKey;
+  const conn = orm.em.getConnection();
+  await conn.execute(
+    `insert into system_settings (key, value) values ('encryption_key', ?) on conflict (key) do nothing`,
+    [randomBytes(32).toString('base64')],
+  );
+  const [row] = await conn.execute(`select value from system_settings where key = 'encryption_key'`);
+  logger.warn('ENCRYPTION_KEY is not set: using a key generated into the database; set ENCRYPTION_KEY in production');
+  return Buffer.from(row.value, 'base64');
+}
+
+export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
+  const orm = await initOrm(config.databaseUrl, config.dbPoolMax);
+  const redis = failFastRedis(config.redisUrl);
+  const producerConnection = failFastRedis(config.redisUrl);
+  const subscriber = failFastRedis(config.redisUrl, { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined });
+  for (const client of [redis, producerConnection, subscriber]) {
+    client.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));
+  }
+  const keyStore = new KeyStore(orm);
+  subscriber.subscribe(INVALIDATION_CHANNEL).catch((err) => logger.warn({ err: err.message }, 'cannot subscribe to key invalidations'));
+  subscriber.on('message', (_channel, message: string) => keyStore.handleInvalidation(message));
+  // A reconnect may have missed invalidations: start from a clean cache.
+  subscriber.on('ready', () => keyStore.handleInvalidation('all'));
+
+  let fallbackWarned = 0;
+  const rateLimiter = new RateLimiter(redis, (err) => {
+    if (Date.now() - fallbackWarned > 10_000) {
+      fallbackWarned = Date.now();
+      logger.warn({ err: (err as Error).message }, 'Redis unavailable: rate limits fall back to this process');
+    }
+  });
+  const encryptionKey = await resolveEncryptionKey(orm, config, logger);
+  const producer = new Producer(producerConnection, config.queuePrefix);
+  return {
+    config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey,
+    formCache: new FormCache(orm),
+    async close() {
+      await producer.close().catch(() => {});
+      for (const client of [redis, producerConnection, subscriber]) client.disconnect();
+      await orm.close();
+    },
+  };
+}

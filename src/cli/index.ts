@@ -1,0 +1,138 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../../config';
+import { isPlan, PLANS, type Plan } from '../../config/plans';
+import { failFastRedis, prepareDatabase } from '../app';
+import { initOrm, type Orm } from '../db/orm';
+import {
+  AdminError, createApiKey, createOrganization, listApiKeys, organizationUsage, presentKey,
+  presentOrganization, revokeApiKey, updateOrganization,
+} from '../domain/auth/admin';
+import { publishInvalidation } from '../domain/auth/key-store';
+import { isScope } from '../domain/auth/scopes';
+
+const USAGE = `usage: npm run --silent cli -- <command>
+  migrate
+  orgs create --name NAME --plan ${PLANS.join('|')} [--monthly-quota N]
+  orgs update ORG_ID [--plan P] [--monthly-quota N]
+  orgs usage ORG_ID
+  keys create --org ORG_ID --scopes "forms:read,submissions:*" [--name N] [--expires-at ISO]
+  keys list --org ORG_ID
+  keys revoke KEY_ID`;
+
+class UsageError extends Error {}
+
+function plan(value: string | undefined): Plan | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlan(value)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`);
+  return value;
+}
+
+function quota(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError('--monthly-quota must be a non-negative integer');
+  return Number(value);
+}
+
+function scopes(value: string | undefined): string[] {
+  const list = (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (!list.length) throw new UsageError('--scopes is required');
+  const unknown = list.filter((s) => !isScope(s));
+  if (unknown.length) throw new UsageError(`unknown scopes: ${unknown.join(', ')}`);
+  return [...new Set(list)];
+}
+
+function expiresAt(value: string | undefined): Date | null {
+  if (value === undefined) return null;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) throw new UsageError('--expires-at must be an ISO 8601 date-time');
+  return date;
+}
+
+function required(value: string | undefined, what: string): string {
+  if (!value) throw new UsageError(`${what} is required`);
+  return value;
+}
+
+/** Tells running API processes to drop cached key records at once; best effort when Redis is down. */
+async function announce(redisUrl: string, message: `key:${string}` | `org:${string}`): Promise<void> {
+  const redis = failFastRedis(redisUrl, { enableOfflineQueue: true, lazyConnect: true });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    await publishInvalidation(redis, message);
+  } catch {
+    process.stderr.write('warning: Redis unreachable; running API processes notice the change within 30 s\n');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function run(argv: string[], orm: Orm, redisUrl: string): Promise<unknown> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      name: { type: 'string' }, plan: { type: 'string' }, 'monthly-quota': { type: 'string' },
+      org: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' },
+    },
+  });
+  const [group, command, id] = positionals;
+  const em = orm.em.fork();
+  switch (`${group} ${command}`) {
+    case 'orgs create': {
+      const org = await createOrganization(em, {
+        name: required(values.name, '--name'), plan: required(plan(values.plan), '--plan') as Plan,
+        monthlyQuota: quota(values['monthly-quota']) ?? null,
+      });
+      return presentOrganization(org);
+    }
+    case 'orgs update': {
+      const patch: { plan?: Plan; monthlyQuota?: number } = {};
+      if (values.plan !== undefined) patch.plan = plan(values.plan);
+      if (values['monthly-quota'] !== undefined) patch.monthlyQuota = quota(values['monthly-quota']);
+      const org = await updateOrganization(em, required(id, 'ORG_ID'), patch);
+      await announce(redisUrl, `org:${org.id}`);
+      return presentOrganization(org);
+    }
+    case 'orgs usage':
+      return organizationUsage(em, required(id, 'ORG_ID'));
+    case 'keys create': {
+      const { record, key } = await createApiKey(em, {
+        organizationId: required(values.org, '--org'), scopes: scopes(values.scopes),
+        name: values.name, expiresAt: expiresAt(values['expires-at']),
+      });
+      return { ...presentKey(record), key };
+    }
+    case 'keys list':
+      return { keys: (await listApiKeys(em, required(values.org, '--org'))).map(presentKey) };
+    case 'keys revoke': {
+      const key = await revokeApiKey(em, required(id, 'KEY_ID'));
+      await announce(redisUrl, `key:${key.id}`);
+      return presentKey(key);
+    }
+    default:
+      throw new UsageError(USAGE);
+  }
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  const config = loadConfig();
+  if (argv[0] === 'migrate') {
+    await prepareDatabase(config);
+    process.stdout.write(`${JSON.stringify({ migrated: true })}\n`);
+    return;
+  }
+  const orm = await initOrm(config.databaseUrl, 2);
+  try {
+    process.stdout.write(`${JSON.stringify(await run(argv, orm, config.redisUrl))}\n`);
+  } finally {
+    await orm.close();
+  }
+}
+
+main().catch((err) => {
+  const known = err instanceof UsageError || err instanceof AdminError || err?.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
+  process.stderr.write(`error: ${known ? err.message : err?.message ?? err}\n`);
+  process.exitCode = 1;
+});

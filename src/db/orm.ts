@@ -1,0 +1,55 @@
+import 'reflect-metadata';
+import { MikroORM } from '@mikro-orm/core';
+import { Migrator } from '@mikro-orm/migrations';
+import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
+import { Client } from 'pg';
+import { ENTITIES } from './entities';
+import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
+
+export type Orm = MikroORM<PostgreSqlDriver>;
+export type Em = EntityManager;
+
+const MIGRATIONS = [
+  { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+];
+
+export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
+  return MikroORM.init<PostgreSqlDriver>({
+    driver: PostgreSqlDriver,
+    clientUrl: databaseUrl,
+    entities: ENTITIES,
+    extensions: [Migrator],
+    migrations: { migrationsList: MIGRATIONS, transactional: true, allOrNothing: true },
+    pool: { min: 0, max: poolMax },
+    // A shared EntityManager grows forever: every request and job must fork its own.
+    allowGlobalContext: false,
+    discovery: { warnWhenNoEntities: true },
+    forceUtcTimezone: true,
+    debug: false,
+  });
+}
+
+/** Creates the database named in the URL when it does not exist yet. */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const target = new URL(databaseUrl);
+  const dbName = decodeURIComponent(target.pathname.replace(/^\//, ''));
+  if (!dbName) throw new Error('DATABASE_URL names no database');
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  const client = new Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    const found = await client.query('select 1 from pg_database where datname = $1', [dbName]);
+    if (found.rowCount === 0) {
+      await client.query(`create database "${dbName.replace(/"/g, '""')}"`).catch((err: any) => {
+        if (err.code !== '42P04') throw err; // created concurrently by another process
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+export async function migrate(orm: Orm): Promise<void> {
+  await orm.getMigrator().up();
+}

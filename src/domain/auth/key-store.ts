@@ -1,0 +1,79 @@
+import type { Redis } from 'ioredis';
+import type { Plan } from '../../../config/plans';
+import type { Orm } from '../../db/orm';
+import { TtlCache } from '../../lib/ttl-cache';
+import { hashApiKey, looksLikeApiKey } from './api-keys';
+
+export interface AuthenticatedKey {
+  id: string;
+  organizationId: string;
+  scopes: string[];
+  expiresAt: Date | null;
+  plan: Plan;
+}
+
+export const INVALIDATION_CHANNEL = 'formservice:auth-invalidate';
+const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+
+/**
+ * Resolves API keys to their records without a database round trip once warm. Revocations and plan
+ * changes made by any process are announced on Redis and drop the cached entry at once; the TTL
+ * bounds staleness when Redis is unreachable.
+ */
+export class KeyStore {
+  private readonly byHash = new TtlCache<string, AuthenticatedKey | null>(30_000);
+  private readonly lastUsedWrites = new TtlCache<string, true>(LAST_USED_WRITE_INTERVAL_MS);
+
+  constructor(private readonly orm: Orm) {}
+
+  async authenticate(rawKey: string | null, now = new Date()): Promise<AuthenticatedKey | null> {
+    if (!rawKey || !looksLikeApiKey(rawKey)) return null;
+    const hash = hashApiKey(rawKey);
+    let record = this.byHash.get(hash);
+    if (record === undefined) {
+      record = await this.load(hash);
+      this.byHash.set(hash, record, record ? undefined : 5_000);
+    }
+    if (!record || (record.expiresAt && record.expiresAt <= now)) return null;
+    this.touch(record.id, now);
+    return record;
+  }
+
+  handleInvalidation(message: string): void {
+    const [kind, id] = message.split(':');
+    if (kind === 'key') this.byHash.deleteWhere((k) => k?.id === id);
+    else if (kind === 'org') this.byHash.deleteWhere((k) => k?.organizationId === id);
+    else this.byHash.clear();
+  }
+
+  private async load(hash: string): Promise<AuthenticatedKey | null> {
+    const rows = await this.orm.em.getConnection().execute(
+      `select k.id, k.organization_id, k.scopes, k.expires_at, o.plan
+         from api_keys k join organizations o on o.id = k.organization_id
+        where k.key_hash = ? and k.revoked_at is null`,
+      [hash],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return {
+      id: row.id,
+      organizationId: row.organization_id,
+      scopes: row.scopes,
+      expiresAt: row.expires_at ? new Date(row.expires_at) : null,
+      plan: row.plan,
+    };
+  }
+
+  /** Records last use at most once a minute per key, off the request path. */
+  private touch(keyId: string, now: Date): void {
+    if (this.lastUsedWrites.get(keyId)) return;
+    this.lastUsedWrites.set(keyId, true);
+    this.orm.em.getConnection()
+      .execute('update api_keys set last_used_at = ? where id = ?', [now, keyId])
+      .catch(() => this.lastUsedWrites.delete(keyId));
+  }
+}
+
+export async function publishInvalidation(redis: Redis, message: `key:${string}` | `org:${string}`): Promise<void> {
+  await redis.publish(INVALIDATION_CHANNEL, message);
+}

@@ -1,0 +1,52 @@
+import type { Orm } from '../../db/orm';
+import { TtlCache } from '../../lib/ttl-cache';
+import type { FormStatus } from './entities';
+import { loadStructure } from './form-service';
+import type { FormStructure } from './types';
+
+export interface CachedForm {
+  id: string;
+  organizationId: string;
+  title: string;
+  status: FormStatus;
+  settings: Record<string, any>;
+  updatedAt: Date;
+  structure: FormStructure;
+}
+
+/**
+ * Forms as the submission path needs them, cached per process. Staleness is harmless: the
+ * submission statement only inserts when the form's `updated_at` still equals the cached one.
+ */
+export class FormCache {
+  private readonly cache = new TtlCache<string, CachedForm | null>(60_000, 5_000);
+
+  constructor(private readonly orm: Orm) {}
+
+  async get(formId: string, fresh = false): Promise<CachedForm | null> {
+    if (!fresh) {
+      const hit = this.cache.get(formId);
+      if (hit !== undefined) return hit;
+    }
+    const form = await this.load(formId);
+    this.cache.set(formId, form, form ? undefined : 2_000);
+    return form;
+  }
+
+  invalidate(formId: string): void {
+    this.cache.delete(formId);
+  }
+
+  private async load(formId: string): Promise<CachedForm | null> {
+    const em = this.orm.em.fork();
+    const [row] = await em.getConnection().execute(
+      `select id, organization_id, title, status, settings, updated_at from forms where id = ? and deleted_at is null`,
+      [formId],
+    );
+    if (!row) return null;
+    return {
+      id: row.id, organizationId: row.organization_id, title: row.title, status: row.status,
+      settings: row.settings, updatedAt: new Date(row.updated_at), structure: await loadStructure(em, formId),
+    };
+  }
+}

@@ -1,0 +1,61 @@
+import { Entity, PrimaryKey, Property } from '@mikro-orm/core';
+
+export type SubmissionSource = 'api' | 'public';
+
+@Entity({ tableName: 'submissions' })
+export class Submission {
+  @PrimaryKey({ type: 'string' }) id!: string;
+  @Property({ type: 'string' }) organizationId!: string;
+  @Property({ type: 'string' }) formId!: string;
+  /** Keyed by field id; sensitive values are sealed strings. */
+  @Property({ type: 'json' }) data!: Record<string, unknown>;
+  @Property({ type: 'text', nullable: true }) submitterEmail: string | null = null;
+  @Property({ type: 'text', nullable: true }) submitterName: string | null = null;
+  @Property({ type: 'string' }) source!: SubmissionSource;
+  @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
+}
+
+@Entity({ tableName: 'usage_counters' })
+export class UsageCounter {
+  @PrimaryKey({ type: 'string' }) organizationId!: string;
+  /** Calendar month in UTC, `YYYY-MM`. */
+  @PrimaryKey({ type: 'string' }) month!: string;
+  @Property({ type: 'integer' }) used = 0;
+}
+
+@Entity({ tableName: 'payment_claims' })
+export class PaymentClaim {
+  @PrimaryKey({ type: 'string' }) paymentIntentId!: string;
+  @Property({ type: 'string' }) organizationId!: string;
+  @Property({ type: 'string' }) submissionId!: string;
+  @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
+}
+
+@Entity({ tableName: 'idempotency_keys' })
+export class IdempotencyRecord {
+  @PrimaryKey({ type: 'string' }) organizationId!: string;
+  @PrimaryKey({ type: 'string' }) key!: string;
+  @Property({ type: 'string' }) requestHash!: string;
+  @Property({ type: 'integer' }) responseStatus!: number;
+  @Property({ type: 'json' }) responseBody!: unknown;
+  @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
+}
+
+/** Written in the submission's transaction; relayed to the queue after commit or by the sweep. */
+@Entity({ tableName: 'outbox' })
+export class OutboxEvent {
+  @PrimaryKey({ type: 'bigint', autoincrement: true }) id?: string;
+  @Property({ type: 'string' }) topic!: string;
+  @Property({ type: 'json' }) payload!: Record<string, string>;
+  @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
+  @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) processedAt: Date | null = null;
+}
+
+@Entity({ tableName: 'usage_rollups' })
+export class UsageRollup {
+  @PrimaryKey({ type: 'string' }) organizationId!: string;
+  @PrimaryKey({ type: 'string' }) formId!: string;
+  @PrimaryKey({ type: 'string' }) month!: string;
+  @Property({ type: 'integer' }) submissions = 0;
+  @Property({ type: 'datetime', columnType: 'timestamptz' }) updatedAt: Date = new Date();
+}

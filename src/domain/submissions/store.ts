@@ -1,0 +1,125 @@
+import { PLAN_LIMITS, PLANS } from '../../../config/plans';
+import type { Orm } from '../../db/orm';
+import type { SubmissionSource } from './entities';
+
+export interface SubmissionRow {
+  id: string;
+  organizationId: string;
+  formId: string;
+  formUpdatedAt: Date;
+  month: string;
+  data: Record<string, unknown>;
+  submitterEmail: string | null;
+  submitterName: string | null;
+  source: SubmissionSource;
+  createdAt: Date;
+  paymentIntentId: string | null;
+  idempotency: { key: string; requestHash: string; responseBody: unknown } | null;
+}
+
+export type InsertOutcome =
+  | { kind: 'created'; outboxId: string }
+  | { kind: 'form_changed' }
+  | { kind: 'quota_exceeded' }
+  | { kind: 'payment_used' }
+  | { kind: 'idempotency_conflict' };
+
+const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_LIMITS[p].monthlySubmissions}`).join(' ')} end`;
+
+/**
+ * One statement, so one implicit transaction and one round trip: the form is still what was
+ * validated against, the monthly counter is incremented only while under quota (a conditional
+ * update decided by PostgreSQL under the row lock), the payment claim and idempotency record are
+ * unique-keyed, and the outbox row is written beside the submission. Any failure undoes all of it.
+ */
+const INSERT_SUBMISSION_SQL = `
+with p as (
+  select ?::text as org, ?::text as form, ?::timestamptz as form_updated, ?::text as month, ?::text as id,
+         ?::jsonb as data, ?::text as email, ?::text as name, ?::text as source, ?::timestamptz as created,
+         ?::text as intent, ?::text as idem_key, ?::text as idem_hash, ?::jsonb as idem_body
+), org as (
+  select coalesce(o.monthly_quota, ${PLAN_QUOTA_SQL}) as quota from organizations o, p where o.id = p.org
+), form_ok as (
+  select 1 from forms f, p
+   where f.id = p.form and f.organization_id = p.org and f.status = 'published'
+     and f.deleted_at is null and f.updated_at = p.form_updated
+), quota as (
+  insert into usage_counters as u (organization_id, month, used)
+  select p.org, p.month, 1 from p, org, form_ok where org.quota > 0
+  on conflict (organization_id, month) do update set used = u.used + 1
+   where u.used < (select quota from org)
+  returning used
+), sub as (
+  insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
+  select p.id, p.org, p.form, p.data, p.email, p.name, p.source, p.created from p, quota
+  returning id
+), claim as (
+  insert into payment_claims (payment_intent_id, organization_id, submission_id)
+  select p.intent, p.org, sub.id from p, sub where p.intent is not null
+  returning 1
+), idem as (
+  insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
+  select p.org, p.idem_key, p.idem_hash, 201, p.idem_body from p, sub where p.idem_key is not null
+  returning 1
+), outbox_row as (
+  insert into outbox (topic, payload)
+  select 'submission.created', jsonb_build_object('submissionId', sub.id) from sub
+  returning id
+)
+select (select count(*) from form_ok)::int as form_ok,
+       (select count(*) from quota)::int as quota_ok,
+       (select id from outbox_row)::text as outbox_id,
+       (select count(*) from claim)::int as claimed,
+       (select count(*) from idem)::int as idem`;
+
+function violatedConstraint(err: any): string | null {
+  return err?.code === '23505' ? String(err.constraint ?? '') : null;
+}
+
+export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
+  let result: any[];
+  try {
+    result = await orm.em.getConnection().execute(INSERT_SUBMISSION_SQL, [
+      row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
+      JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
+      row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,
+      row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null,
+    ]);
+  } catch (err) {
+    const constraint = violatedConstraint(err);
+    if (constraint === 'payment_claims_pkey') return { kind: 'payment_used' };
+    if (constraint === 'idempotency_keys_pkey') return { kind: 'idempotency_conflict' };
+    throw err;
+  }
+  const [r] = result;
+  if (!r.form_ok) return { kind: 'form_changed' };
+  if (!r.quota_ok) return { kind: 'quota_exceeded' };
+  return { kind: 'created', outboxId: r.outbox_id };
+}
+
+export interface StoredIdempotency {
+  requestHash: string;
+  status: number;
+  body: unknown;
+}
+
+const IDEMPOTENCY_TTL_HOURS = 24;
+
+/** A record older than 24 hours is forgotten (and removed) so the key can be used again. */
+export async function findIdempotencyRecord(orm: Orm, organizationId: string, key: string): Promise<StoredIdempotency | null> {
+  const conn = orm.em.getConnection();
+  const [row] = await conn.execute(
+    `select request_hash, response_status, response_body, created_at < now() - interval '${IDEMPOTENCY_TTL_HOURS} hours' as expired
+       from idempotency_keys where organization_id = ? and key = ?`,
+    [organizationId, key],
+  );
+  if (!row) return null;
+  if (row.expired) {
+    await conn.execute(
+      `delete from idempotency_keys where organization_id = ? and key = ? and created_at < now() - interval '${IDEMPOTENCY_TTL_HOURS} hours'`,
+      [organizationId, key],
+    );
+    return null;
+  }
+  return { requestHash: row.request_hash, status: row.response_status, body: row.response_body };
+}

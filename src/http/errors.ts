@@ -1,0 +1,46 @@
+export interface ErrorDetail {
+  field: string;
+  message: string;
+}
+
+/** The one error taxonomy: every failure a client can see is an ApiError with a stable code. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers: Record<string, string | number> = {},
+    readonly extras: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      error: this.code,
+      message: this.message,
+      ...(this.details ? { details: this.details } : {}),
+      ...this.extras,
+    };
+  }
+}
+
+export const errors = {
+  invalidJson: () => new ApiError(400, 'invalid_json', 'Request body is not valid JSON'),
+  validation: (details: ErrorDetail[], message = 'Request validation failed') =>
+    new ApiError(400, 'validation_error', message, details),
+  unauthorized: (message = 'A valid API key is required') => new ApiError(401, 'unauthorized', message),
+  forbidden: (scope: string) =>
+    new ApiError(403, 'forbidden', `This API key lacks the scope required for this request: ${scope}`),
+  notFound: (message = 'Not found') => new ApiError(404, 'not_found', message),
+  methodNotAllowed: (method: string) =>
+    new ApiError(405, 'method_not_allowed', `Method ${method} is not allowed on this path`),
+  payloadTooLarge: () => new ApiError(413, 'payload_too_large', 'Request body exceeds 1 MB'),
+  rateLimited: (retryAfter: number) =>
+    new ApiError(429, 'rate_limit_exceeded', 'Rate limit exceeded; retry after the window resets',
+      undefined, { 'Retry-After': retryAfter }, { retryAfter }),
+  serviceUnavailable: (message: string, retryAfter = 5) =>
+    new ApiError(503, 'service_unavailable', message, undefined, { 'Retry-After': retryAfter }, { retryAfter }),
+  internal: () => new ApiError(500, 'internal_error', 'An unexpected error occurred'),
+};

@@ -1,0 +1,98 @@
+import type { Request, Response } from 'restify';
+import type { AppContext } from '../app';
+import type { Em } from '../db/orm';
+import { extractApiKey } from '../domain/auth/api-keys';
+import type { AuthenticatedKey } from '../domain/auth/key-store';
+import { hasScope, type Scope } from '../domain/auth/scopes';
+import { PLAN_LIMITS } from '../../config/plans';
+import { metrics } from '../lib/metrics';
+import { ApiError, errors } from './errors';
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string | number>;
+}
+
+export interface AuthedContext {
+  app: AppContext;
+  req: Request;
+  key: AuthenticatedKey;
+  organizationId: string;
+  /** A fresh EntityManager for this request only. */
+  em: Em;
+  /** The parsed JSON body; throws `invalid_json` when it is not JSON. */
+  json(): unknown;
+}
+
+export type AuthedHandler = (ctx: AuthedContext) => Promise<Reply>;
+
+export function parseJsonBody(req: Request): unknown {
+  const raw = req.body;
+  if (raw === undefined || raw === null || (typeof raw === 'string' && raw.trim() === '') ||
+      (Buffer.isBuffer(raw) && raw.length === 0)) {
+    throw errors.invalidJson();
+  }
+  try {
+    return JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw));
+  } catch {
+    throw errors.invalidJson();
+  }
+}
+
+export function sendReply(res: Response, reply: Reply): void {
+  for (const [name, value] of Object.entries(reply.headers ?? {})) res.header(name, String(value));
+  if (reply.body === undefined) {
+    res.status(reply.status);
+    res.end();
+  } else {
+    res.send(reply.status, reply.body);
+  }
+}
+
+/** Database errors quote the statement and its values; only the kind and the stack are logged. */
+export function describeError(err: unknown): Record<string, unknown> {
+  const e = err as any;
+  return { name: e?.name, code: e?.code, constraint: e?.constraint, stack: String(e?.stack ?? '').split('\n').filter((l) => l.trim().startsWith('at ')).slice(0, 12).join('\n') };
+}
+
+export function sendApiError(app: AppContext, req: Request, res: Response, err: unknown): void {
+  const apiError = err instanceof ApiError ? err : errors.internal();
+  if (!(err instanceof ApiError)) app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'unhandled error');
+  sendReply(res, { status: apiError.status, body: apiError.toJSON(), headers: apiError.headers });
+}
+
+/**
+ * The authenticated request pipeline, in the order of CONTRACT §11:
+ * 401 key → 429 rate limit (every request with a valid key counts) → 403 scope → handler.
+ * Rate-limit headers are set before anything can fail, so errors carry them too.
+ */
+export function authenticated(app: AppContext, scope: Scope, handler: AuthedHandler) {
+  return async function authenticatedRoute(req: Request, res: Response): Promise<void> {
+    try {
+      const key = await app.keyStore.authenticate(extractApiKey(req.headers));
+      if (!key) throw errors.unauthorized();
+      (req as any).organizationId = key.organizationId;
+
+      const limit = PLAN_LIMITS[key.plan].requestsPerMinute;
+      const decision = await app.rateLimiter.hit(`key:${key.id}`, limit);
+      res.header('X-RateLimit-Limit', String(decision.limit));
+      res.header('X-RateLimit-Remaining', String(decision.remaining));
+      res.header('X-RateLimit-Reset', String(decision.resetAt));
+      if (!decision.allowed) {
+        metrics.rateLimitRejections.inc({ scope: 'api' });
+        throw errors.rateLimited(decision.retryAfter);
+      }
+
+      if (!hasScope(key.scopes, scope)) throw errors.forbidden(scope);
+
+      const ctx: AuthedContext = {
+        app, req, key, organizationId: key.organizationId, em: app.orm.em.fork(),
+        json: () => parseJsonBody(req),
+      };
+      sendReply(res, await handler(ctx));
+    } catch (err) {
+      sendApiError(app, req, res, err);
+    }
+  };
+}

@@ -1,0 +1,42 @@
+import type { Form } from '../domain/forms/entities';
+import type { FormDetail } from '../domain/forms/form-service';
+import { presentSettings } from '../domain/forms/settings';
+import type { Field, Page } from '../domain/forms/types';
+
+export function presentFormSummary(form: Form) {
+  return {
+    id: form.id,
+    title: form.title,
+    description: form.description,
+    slug: form.slug,
+    status: form.status,
+    createdAt: form.createdAt.toISOString(),
+    updatedAt: form.updatedAt.toISOString(),
+  };
+}
+
+function presentPage(page: Page) {
+  return {
+    id: page.id, title: page.title, description: page.description ?? null, order: page.order,
+    conditionalLogic: page.conditionalLogic ?? null,
+  };
+}
+
+export function presentField(field: Field) {
+  return {
+    id: field.id, type: field.type, label: field.label, placeholder: field.placeholder ?? null,
+    description: field.description ?? null, required: field.required, config: field.config,
+    validationRules: field.validationRules, order: field.order, pageId: field.pageId ?? null,
+    conditionalLogic: field.conditionalLogic ?? null, hidden: field.hidden ?? false,
+    ...(field.prefillParam ? { prefillParam: field.prefillParam } : {}),
+  };
+}
+
+export function presentFormDetail(detail: FormDetail) {
+  return {
+    ...presentFormSummary(detail.form),
+    settings: presentSettings(detail.form.settings),
+    pages: detail.pages.map(presentPage),
+    fields: detail.fields.map(presentField),
+  };
+}

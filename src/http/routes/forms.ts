@@ -1,0 +1,109 @@
+import Joi from 'joi';
+import type { Server } from 'restify';
+import type { AppContext } from '../../app';
+import { FORM_STATUSES } from '../../domain/forms/entities';
+import {
+  createForm, getFormDetail, listForms, replaceStructure, SlugTakenError, softDeleteForm,
+  updateFormMetadata, type FormInput, type FormPatch,
+} from '../../domain/forms/form-service';
+import { normalizeStructure } from '../../domain/forms/structure';
+import type { FormStructure } from '../../domain/forms/types';
+import { newId } from '../../lib/ids';
+import { errors } from '../errors';
+import { authenticated } from '../pipeline';
+import { presentFormDetail, presentFormSummary } from '../presenters';
+import { validate } from '../validation';
+import { FORM_ID, formIdParam, settingsSchema } from './schemas';
+
+const slug = Joi.string().min(1).max(100).pattern(/^[a-z0-9]+(?:-[a-z0-9]+)*$/)
+  .message('slug must be lowercase letters, digits and single hyphens').allow(null);
+const metadata = {
+  title: Joi.string().trim().min(1).max(500),
+  description: Joi.string().max(5000).allow('', null),
+  slug,
+  status: Joi.string().valid(...FORM_STATUSES),
+};
+
+const createSchema = Joi.object({
+  ...metadata,
+  title: metadata.title.required(),
+  pages: Joi.array(),
+  fields: Joi.array(),
+  settings: settingsSchema,
+}).required();
+
+const updateSchema = Joi.object(metadata).min(1).required()
+  .messages({ 'object.min': 'body must change at least one of title, description, slug, status' });
+
+const structureSchema = Joi.object({
+  pages: Joi.array().required(),
+  fields: Joi.array().required(),
+  settings: settingsSchema,
+}).required();
+
+function structureOrFail(pages: unknown, fields: unknown): FormStructure {
+  const result = normalizeStructure({ pages: pages ?? [], fields: fields ?? [] }, (prefix) => newId(prefix));
+  if (!result.structure) throw errors.validation(result.errors, 'Form structure is invalid');
+  return result.structure;
+}
+
+function slugTaken(err: unknown): never {
+  if (err instanceof SlugTakenError) throw errors.validation([{ field: 'slug', message: err.message }]);
+  throw err;
+}
+
+const formNotFound = () => errors.notFound('Form not found');
+
+export function registerFormRoutes(server: Server, app: AppContext): void {
+  server.get('/v1/forms', authenticated(app, 'forms:read', async ({ em, organizationId }) => {
+    const forms = await listForms(em, organizationId);
+    return { status: 200, body: { forms: forms.map(presentFormSummary) } };
+  }));
+
+  server.post('/v1/forms', authenticated(app, 'forms:write', async ({ em, organizationId, json }) => {
+    const input = validate<FormInput & { pages?: unknown[]; fields?: unknown[] }>(createSchema, json());
+    const structure = structureOrFail(input.pages, input.fields);
+    const detail = await createForm(em, organizationId, input, structure, app.encryptionKey).catch(slugTaken);
+    return { status: 201, body: { form: presentFormDetail(detail) } };
+  }));
+
+  server.get(`/v1/forms/:formId`, authenticated(app, 'forms:read', async ({ em, organizationId, req }) => {
+    const formId = formIdParam(req);
+    const detail = formId && (await getFormDetail(em, organizationId, formId));
+    if (!detail) throw formNotFound();
+    return { status: 200, body: { form: presentFormDetail(detail) } };
+  }));
+
+  server.put(`/v1/forms/:formId`, authenticated(app, 'forms:write', async ({ em, organizationId, req, json }) => {
+    const body = json();
+    const formId = formIdParam(req);
+    if (!formId) throw formNotFound();
+    const patch = validate<FormPatch>(updateSchema, body);
+    const form = await updateFormMetadata(em, organizationId, formId, patch).catch(slugTaken);
+    if (!form) throw formNotFound();
+    app.formCache.invalidate(formId);
+    const detail = await getFormDetail(em, organizationId, formId);
+    return { status: 200, body: { form: presentFormDetail(detail!) } };
+  }));
+
+  server.put(`/v1/forms/:formId/structure`, authenticated(app, 'forms:write', async ({ em, organizationId, req, json }) => {
+    const body = json();
+    const formId = formIdParam(req);
+    if (!formId || !(await getFormDetail(em, organizationId, formId))) throw formNotFound();
+    const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any> }>(structureSchema, body);
+    const structure = structureOrFail(input.pages, input.fields);
+    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey);
+    if (!detail) throw formNotFound();
+    app.formCache.invalidate(formId);
+    return { status: 200, body: { form: presentFormDetail(detail) } };
+  }));
+
+  server.del(`/v1/forms/:formId`, authenticated(app, 'forms:write', async ({ em, organizationId, req }) => {
+    const formId = formIdParam(req);
+    if (!formId || !(await softDeleteForm(em, organizationId, formId))) throw formNotFound();
+    app.formCache.invalidate(formId);
+    return { status: 204 };
+  }));
+}
+
+export { FORM_ID };

@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Server } from 'restify';
+import type { AppContext } from '../../app';
+import { registry } from '../../lib/metrics';
+
+const OPENAPI_PATH = path.resolve(__dirname, '../../../../openapi.yaml');
+
+export interface Lifecycle {
+  draining: boolean;
+}
+
+async function dependenciesAnswer(app: AppContext): Promise<boolean> {
+  const timeout = new Promise<false>((resolve) => setTimeout(() => resolve(false), 2000).unref());
+  const checks = Promise.all([
+    app.orm.em.getConnection().execute('select 1'),
+    app.redis.ping(),
+  ]).then(() => true, () => false);
+  return Promise.race([checks, timeout]);
+}
+
+export function registerOpsRoutes(server: Server, app: AppContext, lifecycle: Lifecycle): void {
+  const openapi = readFileSync(OPENAPI_PATH, 'utf8');
+
+  server.get('/healthz', async (_req, res) => {
+    res.send(200, { status: 'ok' });
+  });
+
+  server.get('/readyz', async (_req, res) => {
+    const ready = !lifecycle.draining && (await dependenciesAnswer(app));
+    res.send(ready ? 200 : 503, { status: ready ? 'ready' : lifecycle.draining ? 'draining' : 'unavailable' });
+  });
+
+  server.get('/openapi.yaml', async (_req, res) => {
+    res.setHeader('Content-Type', 'application/yaml');
+    res.writeHead(200);
+    res.end(openapi);
+  });
+
+  server.get('/metrics', async (_req, res) => {
+    const body = await registry.metrics();
+    res.setHeader('Content-Type', registry.contentType);
+    res.writeHead(200);
+    res.end(body);
+  });
+}

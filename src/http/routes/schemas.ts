@@ -1,0 +1,36 @@
+import Joi from 'joi';
+import type { Request } from 'restify';
+
+export const FORM_ID = /^form_[a-zA-Z0-9]+$/;
+export const SUBMISSION_ID = /^sub_[a-zA-Z0-9]+$/;
+
+/** A path id that does not match its pattern names nothing: callers answer 404. */
+export function formIdParam(req: Request): string | null {
+  const id = req.params?.formId;
+  return typeof id === 'string' && FORM_ID.test(id) ? id : null;
+}
+
+export function submissionIdParam(req: Request): string | null {
+  const id = req.params?.submissionId;
+  return typeof id === 'string' && SUBMISSION_ID.test(id) ? id : null;
+}
+
+const cssSafe = Joi.alternatives(Joi.string().max(200), Joi.number());
+
+/** Free-form settings, with the keys the service itself reads checked for type. */
+export const settingsSchema = Joi.object({
+  redirectUrl: Joi.string().uri({ scheme: ['http', 'https'] }).allow(null),
+  submitButtonText: Joi.string().max(100),
+  successMessage: Joi.string().max(2000),
+  botProtection: Joi.object({ enabled: Joi.boolean().required() }).unknown(true),
+  theme: Joi.object({
+    preset: Joi.string().max(50).allow(null),
+    tokens: Joi.object().pattern(/^[A-Za-z][A-Za-z0-9-]{0,63}$/, cssSafe),
+  }).allow(null),
+  integrations: Joi.array().max(10).items(Joi.object({
+    type: Joi.string().valid('hubspot').required(),
+    accessToken: Joi.string().min(1).max(2000).required(),
+    fieldMap: Joi.object().pattern(/^[A-Za-z0-9_-]{1,64}$/, Joi.string().min(1).max(100)).required(),
+    enabled: Joi.boolean(),
+  })),
+}).unknown(true);

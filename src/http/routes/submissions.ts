@@ -1,0 +1,135 @@
+import Joi from 'joi';
+import type { Server } from 'restify';
+import type { AppContext } from '../../app';
+import { createSubmission, type SubmissionRefusal } from '../../domain/submissions/create-submission';
+import {
+  deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
+} from '../../domain/submissions/read-service';
+import { findForm } from '../../domain/forms/form-service';
+import { ApiError, errors } from '../errors';
+import { authenticated } from '../pipeline';
+import { joiDetails, validate } from '../validation';
+import { formIdParam, submissionIdParam } from './schemas';
+
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+const DAY_MS = 86_400_000;
+
+const isoDate = Joi.alternatives(
+  Joi.string().pattern(DATE_ONLY).isoDate(),
+  Joi.string().isoDate(),
+).messages({ 'alternatives.match': '{{#label}} must be an ISO 8601 date or date-time' });
+
+const listQuerySchema = Joi.object({
+  limit: Joi.number().integer().min(1).max(100).default(50),
+  offset: Joi.number().integer().min(0).default(0),
+  startDate: isoDate,
+  endDate: isoDate,
+}).unknown(true);
+
+/** A date alone covers its whole UTC day; a date-time is exact. */
+export function dateBounds(startDate?: string, endDate?: string): { from: Date | null; until: Date | null } {
+  const from = startDate ? new Date(DATE_ONLY.test(startDate) ? `${startDate}T00:00:00Z` : startDate) : null;
+  const until = endDate
+    ? new Date(DATE_ONLY.test(endDate) ? Date.parse(`${endDate}T00:00:00Z`) + DAY_MS : Date.parse(endDate) + 1)
+    : null;
+  return { from, until };
+}
+
+const metadataSchema = Joi.object({
+  submitterEmail: Joi.string().email({ tlds: false }).max(320).allow(null),
+  submitterName: Joi.string().max(500).allow(null),
+});
+
+export const IDEMPOTENCY_KEY_MAX = 255;
+
+export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
+  switch (refusal.kind) {
+    case 'not_found': return errors.notFound('Form not found');
+    case 'not_published': return new ApiError(400, 'form_not_published', 'Form is not published');
+    case 'invalid_data': return new ApiError(400, 'invalid_data', 'Request body must contain a "data" object');
+    case 'missing_required': return new ApiError(400, 'missing_required_fields',
+      `Missing required fields: ${refusal.fields.map((f) => f.label).join(', ')}`,
+      refusal.fields.map((f) => ({ field: f.id, message: `${f.label} is required` })));
+    case 'invalid_fields': return errors.validation(refusal.errors, 'Submission data failed validation');
+    case 'quota_exceeded': return new ApiError(402, 'limit_exceeded', 'Monthly submission quota of the plan reached');
+    case 'payment_used': return new ApiError(409, 'payment_already_used',
+      'This payment has already been used by a submission; create a new payment intent to submit again');
+    case 'payment_unavailable': return errors.serviceUnavailable('Payment verification is unavailable; retry later');
+    case 'idempotency_key_reused': return new ApiError(422, 'idempotency_key_reused',
+      'This Idempotency-Key was already used with a different request body');
+  }
+}
+
+export function registerSubmissionRoutes(server: Server, app: AppContext): void {
+  server.post('/v1/forms/:formId/submissions', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
+    const body = json();
+    const formId = formIdParam(req);
+    if (!formId) throw errors.notFound('Form not found');
+    const idempotencyKey = req.header('idempotency-key') || null;
+    if (idempotencyKey && idempotencyKey.length > IDEMPOTENCY_KEY_MAX) {
+      throw errors.validation([{ field: 'Idempotency-Key', message: `must be at most ${IDEMPOTENCY_KEY_MAX} characters` }]);
+    }
+    const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+    const { submitterEmail, submitterName, data, ...unknownKeys } = input;
+    const metadata = metadataSchema.validate({ submitterEmail, submitterName }, { abortEarly: false });
+    const metadataErrors = [
+      ...(metadata.error ? joiDetails(metadata.error) : []),
+      ...Object.keys(unknownKeys).map((k) => ({ field: k, message: 'Unknown property' })),
+    ];
+    const result = await createSubmission(app, {
+      organizationId, formId, data, source: 'api', idempotencyKey, requestBody: body, metadataErrors,
+      submitterEmail: typeof submitterEmail === 'string' ? submitterEmail : null,
+      submitterName: typeof submitterName === 'string' ? submitterName : null,
+    });
+    if (!result.ok) throw refusalToApiError(result.refusal);
+    return {
+      status: 201,
+      body: { submission: result.submission },
+      headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
+    };
+  }));
+
+  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+    const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
+    const formId = formIdParam(req);
+    if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
+    const { items, total } = await listSubmissions(em, organizationId, formId, {
+      limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
+    });
+    return {
+      status: 200,
+      body: {
+        submissions: items.map((s) => ({
+          id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName,
+          createdAt: s.createdAt.toISOString(), data: redact(s.data),
+        })),
+        pagination: { limit: query.limit, offset: query.offset, total },
+      },
+    };
+  }));
+
+  server.get('/v1/submissions/:submissionId', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+    const id = submissionIdParam(req);
+    const submission = id && (await findSubmission(em, organizationId, id));
+    if (!submission) throw errors.notFound('Submission not found');
+    const form = await app.formCache.get(submission.formId);
+    const rawData = redact(submission.data);
+    return {
+      status: 200,
+      body: {
+        submission: {
+          id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
+          submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
+          createdAt: submission.createdAt.toISOString(),
+          data: keyByLabel(rawData, form?.structure.fields ?? []), rawData,
+        },
+      },
+    };
+  }));
+
+  server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
+    const id = submissionIdParam(req);
+    if (!id || !(await deleteSubmission(em, organizationId, id))) throw errors.notFound('Submission not found');
+    return { status: 204 };
+  }));
+}

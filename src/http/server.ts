@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto';
+import restify, { type Request, type Response, type Server } from 'restify';
+import type { AppContext } from '../app';
+import { metrics } from '../lib/metrics';
+import { errors, type ApiError } from './errors';
+import { describeError } from './pipeline';
+import { registerFormRoutes } from './routes/forms';
+import { registerOpsRoutes, type Lifecycle } from './routes/ops';
+import { registerSubmissionRoutes } from './routes/submissions';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Public runtime paths answer in the public error shape; everything else in the API's. */
+function isPublicPath(url: string | undefined): boolean {
+  return !!url && (url.startsWith('/public/') || url.startsWith('/f/'));
+}
+
+function translateRestifyError(err: any, method: string): ApiError {
+  switch (err?.statusCode) {
+    case 404: return errors.notFound('No such path');
+    case 405: return errors.methodNotAllowed(method);
+    case 413: return errors.payloadTooLarge();
+    case 400: return errors.invalidJson();
+    default: return errors.internal();
+  }
+}
+
+export interface HttpServer {
+  server: Server;
+  lifecycle: Lifecycle;
+}
+
+export function createHttpServer(app: AppContext): HttpServer {
+  const lifecycle: Lifecycle = { draining: false };
+  const server = restify.createServer({ name: 'form-service', handleUncaughtExceptions: false, ignoreTrailingSlash: true });
+
+  server.pre((req: Request, res: Response, next) => {
+    const incoming = req.header('x-request-id');
+    const requestId = incoming && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    (req as any).requestId = requestId;
+    (req as any).startedAt = process.hrtime.bigint();
+    res.setHeader('X-Request-Id', requestId);
+    return next();
+  });
+  server.use(restify.plugins.queryParser({ mapParams: false }));
+  server.use(restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }));
+
+  registerOpsRoutes(server, app, lifecycle);
+  registerFormRoutes(server, app);
+  registerSubmissionRoutes(server, app);
+
+  server.on('restifyError', (req: Request, res: Response, err: any, callback: () => void) => {
+    const apiError = translateRestifyError(err, req.method ?? 'GET');
+    if (apiError.status === 500) app.logger.error({ err: describeError(err) }, 'unhandled error');
+    const body = isPublicPath(req.url)
+      ? { success: false, error: apiError.code }
+      : apiError.toJSON();
+    err.toJSON = () => body;
+    err.body = body;
+    return callback();
+  });
+
+  server.on('after', (req: Request, res: Response, route: any) => {
+    const started = (req as any).startedAt as bigint | undefined;
+    const seconds = started ? Number(process.hrtime.bigint() - started) / 1e9 : 0;
+    const routePath = route?.spec?.path ?? 'unmatched';
+    metrics.httpDuration.observe({ method: req.method, route: String(routePath), status: String(res.statusCode) }, seconds);
+    app.logger.info({
+      reqId: (req as any).requestId, method: req.method, route: routePath, status: res.statusCode,
+      durationMs: Math.round(seconds * 1000), org: (req as any).organizationId,
+    }, 'request');
+  });
+
+  return { server, lifecycle };
+}

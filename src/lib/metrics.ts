@@ -1,0 +1,62 @@
+import client from 'prom-client';
+
+/** One registry per process; every metric the service exports is declared here. */
+export const registry = new client.Registry();
+client.collectDefaultMetrics({ register: registry, prefix: 'formservice_' });
+
+export const metrics = {
+  httpDuration: new client.Histogram({
+    name: 'formservice_http_request_duration_seconds',
+    help: 'HTTP request duration by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  }),
+  queueJobs: new client.Gauge({
+    name: 'formservice_queue_jobs',
+    help: 'Jobs per queue and state (sampled)',
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
+  }),
+  queueOldestWaitingAge: new client.Gauge({
+    name: 'formservice_queue_oldest_waiting_age_seconds',
+    help: 'Age of the oldest waiting job per queue (sampled)',
+    labelNames: ['queue'] as const,
+    registers: [registry],
+  }),
+  jobDuration: new client.Histogram({
+    name: 'formservice_job_duration_seconds',
+    help: 'Job processing time by queue and result',
+    labelNames: ['queue', 'result'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  }),
+  webhookDeliveries: new client.Counter({
+    name: 'formservice_webhook_deliveries_total',
+    help: 'Webhook delivery attempts by result',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
+  outboxBacklog: new client.Gauge({
+    name: 'formservice_outbox_backlog',
+    help: 'Outbox rows not yet handed to the queue (sampled)',
+    registers: [registry],
+  }),
+  rateLimitRejections: new client.Counter({
+    name: 'formservice_rate_limit_rejections_total',
+    help: 'Requests refused with 429',
+    labelNames: ['scope'] as const,
+    registers: [registry],
+  }),
+  quotaRejections: new client.Counter({
+    name: 'formservice_quota_rejections_total',
+    help: 'Submissions refused because the monthly quota was reached',
+    registers: [registry],
+  }),
+  submissions: new client.Counter({
+    name: 'formservice_submissions_total',
+    help: 'Submissions stored',
+    labelNames: ['source'] as const,
+    registers: [registry],
+  }),
+};

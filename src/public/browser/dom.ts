@@ -1,0 +1,33 @@
+// Minimal element builder: no framework, no innerHTML (every text is set as text).
+type AttrValue = string | number | boolean | null | undefined;
+export type Child = Node | string | null | undefined | false;
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, AttrValue> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    element.setAttribute(name, value === true ? '' : String(value));
+  }
+  append(element, children);
+  return element;
+}
+
+export function append(parent: Node, children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
+  }
+}
+
+/** A DOM id derived from a field id (ids may hold any character but whitespace). */
+export function domId(fieldId: string, suffix: string): string {
+  return `fs-${fieldId.replace(/\s/g, '_')}-${suffix}`;
+}
+
+export function visuallyHidden(text: string): HTMLSpanElement {
+  return h('span', { class: 'fs-sr-only' }, text);
+}

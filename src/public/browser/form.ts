@@ -1,0 +1,355 @@
+// The hosted form page: renders the public form embedded in the HTML, runs the shared conditional
+// logic and validation live, walks multi-page forms, and submits to the public runtime.
+import { visibleFieldIds } from '../../domain/forms/logic';
+import type { Field, FormStructure } from '../../domain/forms/types';
+import { validateSubmission } from '../../domain/submissions/validate';
+import type { PublicFormJson } from '../types';
+import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
+import { h, visuallyHidden } from './dom';
+import { createControl, FieldControl } from './fields';
+import { connectToHost, HostBridge } from './host';
+import { Challenge, createChallenge } from './turnstile';
+import { failureMessage, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
+
+interface PageView {
+  fields: Field[];
+  section: HTMLElement;
+  heading: HTMLElement | null;
+}
+
+/** The public body limit is 1 MB; keep room for the challenge token. */
+const BODY_LIMIT = 1024 * 1024 - 8 * 1024;
+const CHALLENGE_FAILED = "We couldn't run the anti-spam check. Please check your connection (or content blocker) and try again.";
+
+function byOrder<T extends { order: number }>(items: T[]): T[] {
+  return [...items].sort((a, b) => a.order - b.order);
+}
+
+/** Fields grouped by page, in order; fields without a known page join the first page. */
+function layoutPages(form: PublicFormJson): Array<{ title: string; description: string | null; fields: Field[] }> {
+  const pages = byOrder(form.pages);
+  const fields = byOrder(form.fields);
+  if (!pages.length) return [{ title: '', description: null, fields }];
+  const known = new Set(pages.map((page) => page.id));
+  return pages.map((page, index) => ({
+    title: page.title,
+    description: page.description,
+    fields: fields.filter((field) => field.pageId === page.id || (index === 0 && !known.has(field.pageId ?? ''))),
+  }));
+}
+
+class HostedForm {
+  private readonly structure: FormStructure;
+  private readonly controls = new Map<string, FieldControl>();
+  private readonly pages: PageView[];
+  private readonly card: HTMLElement;
+  private readonly formElement: HTMLFormElement;
+  private readonly progress: HTMLElement;
+  private readonly progressBar: HTMLElement;
+  private readonly progressFill: HTMLElement;
+  private readonly progressText: HTMLElement;
+  private readonly alert: HTMLElement;
+  private readonly back: HTMLButtonElement;
+  private readonly next: HTMLButtonElement;
+  private readonly success: HTMLElement;
+  private readonly challenge: Challenge | null;
+  private visible = new Set<string>();
+  private readonly edited = new Set<string>();
+  private current = 0;
+  private started = false;
+  private busy = false;
+
+  constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
+    this.structure = { pages: form.pages, fields: form.fields };
+    const layout = layoutPages(form);
+    const multiPage = layout.length > 1;
+    const hooks = { changed: (field: Field) => this.changed(field), left: (field: Field) => this.left(field) };
+
+    this.pages = layout.map((page, index) => {
+      const heading = multiPage
+        ? h('h2', { class: 'fs-page-title', tabindex: -1 }, page.title || `Page ${index + 1}`)
+        : null;
+      const section = h('section', { class: 'fs-page' }, heading,
+        page.description ? h('p', { class: 'fs-page-description' }, page.description) : null);
+      for (const field of page.fields) {
+        const control = createControl(field, hooks, multiPage ? 3 : 2);
+        this.controls.set(field.id, control);
+        if (control.element) section.appendChild(control.element);
+      }
+      return { fields: page.fields, section, heading };
+    });
+
+    this.progressText = h('span', { class: 'fs-progress-text', id: 'fs-progress-text' });
+    this.progressFill = h('span', { class: 'fs-progress-fill' });
+    this.progressBar = h('div', { class: 'fs-progress-track', role: 'progressbar', 'aria-labelledby': 'fs-progress-text', 'aria-valuemin': 1 },
+      this.progressFill);
+    this.progress = h('div', { class: 'fs-progress', hidden: !multiPage }, this.progressText, this.progressBar);
+    this.alert = h('div', { class: 'fs-alert', role: 'alert' });
+    this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, 'Back');
+    this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, 'Next');
+    const challengeSlot = h('div', { class: 'fs-challenge' });
+    this.formElement = h('form', { class: 'fs-form', novalidate: true, 'aria-labelledby': 'fs-title' },
+      ...this.pages.map((page) => page.section),
+      challengeSlot,
+      this.alert,
+      h('div', { class: 'fs-actions' }, this.back, this.next));
+    this.success = h('div', { class: 'fs-success', role: 'status', tabindex: -1, hidden: true });
+    const anyRequired = form.fields.some((field) => field.required && !field.hidden && field.type !== 'heading');
+    this.card = h('div', { class: 'fs-card' },
+      h('header', { class: 'fs-header' },
+        h('h1', { class: 'fs-title', id: 'fs-title' }, form.title),
+        form.description ? h('p', { class: 'fs-description' }, form.description) : null,
+        anyRequired ? h('p', { class: 'fs-required-note' }, 'Questions marked ', h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden('with an asterisk'), ' are required.') : null),
+      this.progress,
+      this.formElement,
+      this.success);
+    root.replaceChildren(this.card);
+
+    this.challenge = form.botProtection ? createChallenge(challengeSlot, form.botProtection.siteKey) : null;
+    this.back.addEventListener('click', () => this.goBack());
+    this.formElement.addEventListener('submit', (event) => {
+      event.preventDefault();
+      void this.advance();
+    });
+    this.prefill(new URLSearchParams(window.location.search));
+    this.refresh();
+    this.track('view');
+  }
+
+  private prefill(params: URLSearchParams): void {
+    for (const field of this.form.fields) {
+      if (!field.prefillParam || !params.has(field.prefillParam)) continue;
+      const value = prefillValue(field, params.getAll(field.prefillParam));
+      if (value !== undefined) this.controls.get(field.id)?.setValue(value);
+    }
+  }
+
+  private track(type: AnalyticsEvent): void {
+    const token = this.form.telemetry && this.form.telemetry.analyticsToken;
+    if (token) sendEvent(this.form.id, token, type);
+  }
+
+  private values(): Record<string, unknown> {
+    const values: Record<string, unknown> = {};
+    for (const [id, control] of this.controls) {
+      const value = control.value();
+      if (value !== undefined) values[id] = value;
+    }
+    return values;
+  }
+
+  /** Current problems per field id, worded for people; fields hidden by logic have none. */
+  private problems(): Map<string, string> {
+    const check = validateSubmission(this.structure, this.values());
+    const problems = new Map<string, string>();
+    for (const field of check.missingRequired) problems.set(field.id, requiredMessage(field));
+    for (const error of check.errors) problems.set(error.field, error.message);
+    return problems;
+  }
+
+  private changed(field: Field): void {
+    this.edited.add(field.id);
+    if (!this.started) {
+      this.started = true;
+      this.track('start');
+    }
+    this.refresh();
+    const control = this.controls.get(field.id);
+    // Once a field shows an error, it is re-checked as the person types, so the error goes as soon as it is fixed.
+    if (control?.element?.classList.contains('fs-invalid')) control.setError(this.problems().get(field.id) ?? null);
+  }
+
+  /** A field is checked when left only once the person has changed it: tabbing past is not an error. */
+  private left(field: Field): void {
+    const control = this.controls.get(field.id);
+    if (!control || this.busy || !this.edited.has(field.id)) return;
+    control.setError(this.problems().get(field.id) ?? null);
+  }
+
+  private refresh(): void {
+    this.visible = visibleFieldIds(this.structure, this.values());
+    for (const control of this.controls.values()) {
+      const element = control.element;
+      if (!element) continue;
+      const shown = this.visible.has(control.field.id);
+      if (element.hidden !== shown) continue;
+      element.hidden = !shown;
+      if (!shown) control.setError(null);
+    }
+    this.updateNavigation();
+  }
+
+  private pageShown(index: number): boolean {
+    return this.pages[index].fields.some((field) => !field.hidden && this.visible.has(field.id));
+  }
+
+  /** The nearest page in `direction` that has something to show, or -1. */
+  private step(direction: 1 | -1): number {
+    for (let i = this.current + direction; i >= 0 && i < this.pages.length; i += direction) {
+      if (this.pageShown(i)) return i;
+    }
+    return -1;
+  }
+
+  private updateNavigation(): void {
+    this.pages.forEach((page, index) => { page.section.hidden = index !== this.current; });
+    this.back.hidden = this.step(-1) < 0;
+    if (!this.busy) this.next.textContent = this.step(1) < 0 ? this.form.settings.submitButtonText || 'Submit' : 'Next';
+    const shown = this.pages.map((_, index) => index).filter((index) => index === this.current || this.pageShown(index));
+    const position = shown.indexOf(this.current) + 1;
+    this.progressText.textContent = `Page ${position} of ${shown.length}`;
+    this.progressBar.setAttribute('aria-valuemax', String(shown.length));
+    this.progressBar.setAttribute('aria-valuenow', String(position));
+    this.progressBar.setAttribute('aria-valuetext', `Page ${position} of ${shown.length}`);
+    this.progressFill.style.width = `${(position / shown.length) * 100}%`;
+  }
+
+  private goTo(index: number): void {
+    this.current = index;
+    this.setAlert('');
+    this.updateNavigation();
+    if (this.host) this.host.navigated();
+    else if (this.card.getBoundingClientRect().top < 0) this.card.scrollIntoView({ block: 'start' });
+    this.pages[index].heading?.focus({ preventScroll: true });
+  }
+
+  private goBack(): void {
+    const previous = this.step(-1);
+    if (previous >= 0 && !this.busy) this.goTo(previous);
+  }
+
+  /** Shows the problems of one page; returns the control to fix first, if any. */
+  private showProblems(index: number, problems: Map<string, string>): FieldControl | null {
+    let first: FieldControl | null = null;
+    for (const field of this.pages[index].fields) {
+      const control = this.controls.get(field.id);
+      if (!control || !control.element || control.element.hidden) continue;
+      const problem = problems.get(field.id) ?? null;
+      control.setError(problem);
+      if (problem && !first) first = control;
+    }
+    return first;
+  }
+
+  private async advance(): Promise<void> {
+    if (this.busy) return;
+    const first = this.showProblems(this.current, this.problems());
+    if (first) return first.focus();
+    const next = this.step(1);
+    if (next >= 0) return this.goTo(next);
+    await this.submit();
+  }
+
+  private firstPageWithProblems(problems: Map<string, string>): number {
+    return this.pages.findIndex((page, index) =>
+      this.pageShown(index) && page.fields.some((field) => !field.hidden && problems.has(field.id)));
+  }
+
+  private async submit(): Promise<void> {
+    this.setBusy(true);
+    try {
+      await Promise.all([...this.controls.values()].map((control) => control.settled()));
+      const problems = this.problems();
+      const page = this.firstPageWithProblems(problems);
+      if (page >= 0) {
+        this.goTo(page);
+        this.showProblems(page, problems)?.focus();
+        return;
+      }
+      const { values } = validateSubmission(this.structure, this.values());
+      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values) };
+      if (new Blob([JSON.stringify(body)]).size > BODY_LIMIT) return this.setAlert(failureMessage(413));
+      if (this.challenge) {
+        try {
+          body.captchaToken = await this.challenge.token();
+        } catch {
+          return this.setAlert(CHALLENGE_FAILED);
+        }
+      }
+      const outcome = await postSubmission(this.form.id, body);
+      if (outcome.kind === 'success') return this.succeed(outcome.submissionId);
+      if (outcome.kind === 'field-errors') return this.showServerErrors(outcome.errors);
+      this.setAlert(outcome.message);
+    } finally {
+      this.setBusy(false);
+      this.challenge?.reset();
+    }
+  }
+
+  private showServerErrors(errors: Record<string, string>): void {
+    const unplaced: string[] = [];
+    let first: { page: number; control: FieldControl } | null = null;
+    for (const [fieldId, message] of Object.entries(errors)) {
+      const control = this.controls.get(fieldId);
+      const page = this.pages.findIndex((view) => view.fields.some((field) => field.id === fieldId));
+      if (!control || !control.element || control.element.hidden || page < 0) {
+        unplaced.push(control ? `${control.field.label}: ${message}` : message);
+        continue;
+      }
+      control.setError(message);
+      const earlier = !first || page < first.page
+        || (page === first.page && control.field.order < first.control.field.order);
+      if (earlier) first = { page, control };
+    }
+    if (first) {
+      this.goTo(first.page);
+      first.control.focus();
+    }
+    if (unplaced.length) this.setAlert(`Some answers were not accepted. ${unplaced.join(' ')}`);
+  }
+
+  private succeed(submissionId: string): void {
+    this.track('complete');
+    const redirect = safeRedirectUrl(this.form.settings.redirectUrl, window.location.href);
+    this.formElement.hidden = true;
+    this.progress.hidden = true;
+    this.success.replaceChildren(
+      h('span', { class: 'fs-success-icon', 'aria-hidden': 'true' }, '✓'),
+      h('p', { class: 'fs-success-message' }, this.form.settings.successMessage || 'Thank you!'));
+    this.success.hidden = false;
+    this.success.focus();
+    // An embedding page navigates itself (a framed page may not navigate its parent).
+    if (this.host) this.host.submitted(this.form.id, submissionId, redirect);
+    else if (redirect) window.location.assign(redirect);
+  }
+
+  private setBusy(busy: boolean): void {
+    this.busy = busy;
+    this.formElement.setAttribute('aria-busy', String(busy));
+    this.next.setAttribute('aria-disabled', String(busy));
+    this.back.setAttribute('aria-disabled', String(busy));
+    this.next.classList.toggle('is-busy', busy);
+    if (busy) {
+      this.setAlert('');
+      this.next.textContent = 'Sending…';
+    } else {
+      this.updateNavigation();
+    }
+  }
+
+  private setAlert(message: string): void {
+    this.alert.textContent = message;
+  }
+}
+
+function readForm(): PublicFormJson | null {
+  const data = document.getElementById('form-data');
+  try {
+    return data && data.textContent ? JSON.parse(data.textContent) as PublicFormJson : null;
+  } catch {
+    return null;
+  }
+}
+
+function start(): void {
+  const root = document.getElementById('fs-app');
+  const form = readForm();
+  if (!root) return;
+  if (!form) {
+    root.replaceChildren(h('div', { class: 'fs-card fs-notice' }, h('p', {}, 'This form could not be loaded. Please reload the page.')));
+    return;
+  }
+  new HostedForm(form, root, connectToHost());
+}
+
+start();

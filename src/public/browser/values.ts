@@ -1,0 +1,158 @@
+// Pure rules of the hosted page: prefill parsing, submitter details, error wording.
+import type { Field } from '../../domain/forms/types';
+
+function optionValues(field: Field): string[] {
+  const options: unknown = field.config.options;
+  if (!Array.isArray(options)) return [];
+  return options
+    .map((option) => (option && typeof option === 'object' ? (option as { value?: unknown }).value : undefined))
+    .filter((value): value is string => typeof value === 'string');
+}
+
+export function isSplitName(field: Field): boolean {
+  return field.config.format === 'split';
+}
+
+const TRUE_WORDS = /^(?:1|true|yes|on)$/i;
+const FALSE_WORDS = /^(?:0|false|no|off)$/i;
+
+function prefillCheckbox(field: Field, raw: string[]): unknown {
+  const options = optionValues(field);
+  if (!options.length) {
+    if (TRUE_WORDS.test(raw[0])) return true;
+    return FALSE_WORDS.test(raw[0]) ? false : undefined;
+  }
+  const wanted = new Set(raw.flatMap((item) => item.split(',')).map((item) => item.trim()));
+  const ticked = options.filter((option) => wanted.has(option));
+  return ticked.length ? ticked : undefined;
+}
+
+/**
+ * The value a field takes from its URL parameter (all occurrences of it, in order), or undefined
+ * when the parameter does not fit the field. A full name is never split into parts.
+ */
+export function prefillValue(field: Field, raw: string[]): unknown {
+  if (!raw.length) return undefined;
+  const first = raw[0];
+  switch (field.type) {
+    case 'number':
+    case 'rating':
+    case 'scale':
+    case 'nps': {
+      const n = first.trim() === '' ? NaN : Number(first);
+      return Number.isFinite(n) ? n : undefined;
+    }
+    case 'checkbox':
+      return prefillCheckbox(field, raw);
+    case 'select':
+    case 'radio':
+    case 'likert-score':
+      return optionValues(field).includes(first) ? first : undefined;
+    case 'name':
+      return isSplitName(field) ? undefined : { format: 'full', fullName: first };
+    case 'heading':
+    case 'signature':
+    case 'file-upload':
+    case 'ranking':
+      return undefined;
+    default:
+      return first;
+  }
+}
+
+function nameText(value: unknown): string {
+  if (!value || typeof value !== 'object') return '';
+  const name = value as Record<string, unknown>;
+  const parts = name.format === 'split' ? [name.firstName, name.lastName] : [name.fullName];
+  return parts.filter((part): part is string => typeof part === 'string').join(' ').trim();
+}
+
+/** submitterEmail/submitterName taken from the first answered email and name fields. */
+export function submitterDetails(
+  fields: Field[],
+  values: Record<string, unknown>,
+): { submitterEmail?: string; submitterName?: string } {
+  const details: { submitterEmail?: string; submitterName?: string } = {};
+  for (const field of fields) {
+    const value = values[field.id];
+    if (field.type === 'email' && typeof value === 'string' && !details.submitterEmail) {
+      details.submitterEmail = value;
+    }
+    if (field.type === 'name' && !details.submitterName) {
+      const name = nameText(value);
+      if (name) details.submitterName = name;
+    }
+  }
+  return details;
+}
+
+function retryWait(retryAfter: string | null): string {
+  const seconds = retryAfter === null ? NaN : Number(retryAfter);
+  if (!Number.isFinite(seconds) || seconds <= 0) return 'a moment';
+  if (seconds <= 90) return `${Math.ceil(seconds)} seconds`;
+  return `${Math.ceil(seconds / 60)} minutes`;
+}
+
+/** What to tell a person whose submission was refused with `status` (not a field-level 422). */
+export function failureMessage(status: number, retryAfter: string | null = null): string {
+  switch (status) {
+    case 400:
+      return 'Your answers could not be processed. Please check them and try again.';
+    case 402:
+      return 'This form is not accepting new responses at the moment. Please try again later.';
+    case 404:
+      return 'This form is no longer available.';
+    case 409:
+      return 'This payment has already been used for another submission.';
+    case 413:
+      return 'Your answers are too large to send. Please attach smaller files and try again.';
+    case 422:
+      return "We couldn't verify that you are not a robot. Please try again.";
+    case 429:
+      return `Too many submissions right now. Please wait ${retryWait(retryAfter)} and try again.`;
+    case 503:
+      return 'The service is temporarily unavailable. Please try again in a few moments.';
+    default:
+      return 'Something went wrong on our side. Please try again.';
+  }
+}
+
+export const NETWORK_FAILURE = "We couldn't reach the server. Please check your connection and try again.";
+
+/** Only http(s) destinations are followed after a submission. */
+export function safeRedirectUrl(url: string | null | undefined, base: string): string | null {
+  if (!url) return null;
+  try {
+    const target = new URL(url, base);
+    return target.protocol === 'http:' || target.protocol === 'https:' ? target.href : null;
+  } catch {
+    return null;
+  }
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+/** What a person is told about a required field left empty, in words that fit its control. */
+export function requiredMessage(field: Field): string {
+  switch (field.type) {
+    case 'select':
+    case 'radio':
+    case 'likert-score':
+    case 'rating':
+    case 'scale':
+    case 'nps':
+      return 'Please choose an answer.';
+    case 'checkbox':
+      return optionValues(field).length ? 'Please tick at least one option.' : 'Please tick this box to continue.';
+    case 'file-upload':
+      return 'Please choose a file.';
+    case 'signature':
+      return 'Please sign, or type your name.';
+    default:
+      return 'This field is required.';
+  }
+}

@@ -1,0 +1,34 @@
+// The public form as the runtime hands it to browsers (spec §2 "Public form", CONTRACT §9).
+import type { Field, Page } from '../domain/forms/types';
+
+export interface PublicFormSettings {
+  redirectUrl: string | null;
+  submitButtonText: string;
+  successMessage: string;
+}
+
+export interface PublicBotProtection {
+  provider: 'turnstile';
+  siteKey: string;
+  mode: 'invisible';
+  offlineQueueEnabled: false;
+}
+
+export interface PublicTheme {
+  preset: string | null;
+  tokens: Record<string, unknown>;
+}
+
+export type PublicPage = Page & { fields: Field[] };
+
+export interface PublicFormJson {
+  id: string;
+  title: string;
+  description: string | null;
+  settings: PublicFormSettings;
+  botProtection: PublicBotProtection | null;
+  telemetry: { analyticsToken: string };
+  theme: PublicTheme | null;
+  fields: Field[];
+  pages: PublicPage[];
+}

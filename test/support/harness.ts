@@ -1,0 +1,83 @@
+import { loadConfig, type Config } from '../../config';
+import type { Plan } from '../../config/plans';
+import { createAppContext, type AppContext } from '../../src/app';
+import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
+import { startHttp, type RunningHttp } from '../../src/http/start';
+import { createLogger } from '../../src/lib/logger';
+
+export interface TestApp {
+  app: AppContext;
+  http: RunningHttp;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** A real service on a loopback port, against the run's throwaway database and real Redis. */
+export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const config = loadConfig({ ...process.env, HOST: '127.0.0.1', PORT: '0', ...env });
+  const app = await createAppContext(config, createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'));
+  const http = await startHttp(app);
+  const url = `http://127.0.0.1:${http.port}`;
+  return {
+    app, http, url,
+    async close() {
+      await http.drain();
+      await app.close();
+    },
+  };
+}
+
+export function testConfig(env: Record<string, string> = {}): Readonly<Config> {
+  return loadConfig({ ...process.env, ...env });
+}
+
+export interface TestTenant {
+  organizationId: string;
+  key: string;
+}
+
+export async function createTenant(app: AppContext, opts: { plan?: Plan; scopes?: string[]; monthlyQuota?: number | null } = {}): Promise<TestTenant> {
+  const em = app.orm.em.fork();
+  const org = await createOrganization(em, { name: 'test org', plan: opts.plan ?? 'enterprise', monthlyQuota: opts.monthlyQuota ?? null });
+  const { key } = await createApiKey(em, { organizationId: org.id, scopes: opts.scopes ?? ['*'] });
+  return { organizationId: org.id, key };
+}
+
+export async function createKey(app: AppContext, organizationId: string, scopes: string[]): Promise<string> {
+  return (await createApiKey(app.orm.em.fork(), { organizationId, scopes })).key;
+}
+
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+  text: string;
+}
+
+/** A small JSON client; `body` may be a string to send it unparsed. */
+export async function call<T = any>(
+  baseUrl: string, method: string, path: string,
+  opts: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.key) headers.Authorization = `Bearer ${opts.key}`;
+  let body: string | undefined;
+  if (opts.body !== undefined) {
+    headers['Content-Type'] ??= 'application/json';
+    body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+  }
+  const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+  const text = await res.text();
+  let parsed: any = undefined;
+  try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+  return { status: res.status, headers: res.headers, body: parsed, text };
+}
+
+/** A published form with the given fields (one page). */
+export async function createPublishedForm(baseUrl: string, key: string, fields: unknown[], extra: Record<string, unknown> = {}) {
+  const res = await call(baseUrl, 'POST', '/v1/forms', {
+    key, body: { title: 'Test form', status: 'published', pages: [], fields, ...extra },
+  });
+  if (res.status !== 201) throw new Error(`form create failed: ${res.status} ${res.text}`);
+  return res.body.form;
+}

@@ -1,0 +1,65 @@
+import { Worker, type Job } from 'bullmq';
+import type { AppContext } from '../src/app';
+import { blockingRedis } from '../src/app';
+import { metrics } from '../src/lib/metrics';
+import { JOB_NAMES, type QueueName } from '../src/queues/catalogue';
+import { backoffStrategy } from './backoff';
+import { PROCESSORS, PROCESSORS_INIT, type Processor } from './processors';
+
+const CLOSE_DEADLINE_MS = 20_000;
+
+export interface RunningWorkers {
+  workers: Worker[];
+  close(): Promise<void>;
+}
+
+/** Startup fails when a job of the catalogue has no processor. */
+export function assertEveryJobHasAProcessor(queues: readonly QueueName[]): void {
+  for (const queue of queues) {
+    for (const name of JOB_NAMES[queue]) {
+      if (!(PROCESSORS[queue] as Record<string, Processor | undefined>)[name]) {
+        throw new Error(`job ${queue}/${name} has no processor`);
+      }
+    }
+  }
+}
+
+export async function startWorkers(app: AppContext, queues: readonly QueueName[]): Promise<RunningWorkers> {
+  assertEveryJobHasAProcessor(queues);
+  const workers = queues.map((queue) => {
+    const processors = PROCESSORS[queue] as Record<string, Processor>;
+    const worker = new Worker(queue, async (job: Job) => {
+      const started = process.hrtime.bigint();
+      try {
+        const result = await processors[job.name](app, job);
+        metrics.jobDuration.observe({ queue, result: 'completed' }, Number(process.hrtime.bigint() - started) / 1e9);
+        return result;
+      } catch (err) {
+        metrics.jobDuration.observe({ queue, result: 'failed' }, Number(process.hrtime.bigint() - started) / 1e9);
+        throw err;
+      }
+    }, {
+      connection: blockingRedis(app.config.redisUrl),
+      prefix: app.config.queuePrefix,
+      concurrency: app.config.workerConcurrency,
+      settings: { backoffStrategy: backoffStrategy(app.config.webhookRetryDelaysMs) },
+    });
+    worker.on('failed', (job, err) => {
+      const final = !job || job.attemptsMade >= (job.opts.attempts ?? 1);
+      // Only the final failure is worth an error line; earlier ones are retries by design.
+      app.logger[final ? 'error' : 'debug']({ queue, jobId: job?.id, attempt: job?.attemptsMade, err: err.message }, 'job failed');
+    });
+    worker.on('error', (err) => app.logger.debug({ queue, err: err.message }, 'worker connection error'));
+    return worker;
+  });
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  for (const init of queues.map((q) => PROCESSORS_INIT[q]).filter(Boolean)) await init!(app);
+  return {
+    workers,
+    async close() {
+      const closing = Promise.all(workers.map((w) => w.close()));
+      const deadline = new Promise((resolve) => setTimeout(resolve, CLOSE_DEADLINE_MS).unref());
+      await Promise.race([closing, deadline]);
+    },
+  };
+}
