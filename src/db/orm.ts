@@ -19,7 +19,7 @@ export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
     clientUrl: databaseUrl,
     entities: ENTITIES,
     extensions: [Migrator],
-    migrations: { migrationsList: MIGRATIONS, transactional: true, allOrNothing: true },
+    migrations: { migrationsList: MIGRATIONS, transactional: true, allOrNothing: true, silent: true },
     pool: { min: 0, max: poolMax },
     // A shared EntityManager grows forever: every request and job must fork its own.
     allowGlobalContext: false,

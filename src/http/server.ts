@@ -25,6 +25,20 @@ function translateRestifyError(err: any, method: string): ApiError {
   }
 }
 
+export interface RouteEntry {
+  method: string;
+  /** OpenAPI style: `/v1/forms/{formId}`. */
+  path: string;
+}
+
+/** Every route the server answers, as the OpenAPI document must list it. */
+export function routeTable(server: Server): RouteEntry[] {
+  const routes = Object.values((server as any).router.getRoutes()) as Array<{ method: string; path: string }>;
+  return routes
+    .map((r) => ({ method: r.method.toLowerCase(), path: r.path.replace(/:(\w+)/g, '{$1}') }))
+    .sort((a, b) => `${a.path} ${a.method}`.localeCompare(`${b.path} ${b.method}`));
+}
+
 export interface HttpServer {
   server: Server;
   lifecycle: Lifecycle;

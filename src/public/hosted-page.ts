@@ -94,9 +94,10 @@ function scriptSource(scriptUrl: string): string {
 export function hostedPageCsp(nonce: string, turnstileScriptUrl: string): string {
   assertNonce(nonce);
   const turnstile = scriptSource(turnstileScriptUrl);
+  const scripts = ["'self'", `'nonce-${nonce}'`, ...(turnstile === "'self'" ? [] : [turnstile])];
   return [
     "default-src 'self'",
-    `script-src 'self' 'nonce-${nonce}' ${turnstile}`,
+    `script-src ${scripts.join(' ')}`,
     `style-src 'self' 'nonce-${nonce}'`,
     "img-src 'self' data: blob:",
     "connect-src 'self'",
@@ -122,6 +123,7 @@ export function renderHostedPage(opts: HostedPageOptions): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>${title}</title>
 <link rel="stylesheet" href="${assets}/assets/form.css">
 ${themeStyle(form.theme, cspNonce)}
@@ -149,6 +151,7 @@ export function renderNotFoundPage(): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
+<link rel="icon" href="data:,">
 <title>Form not found</title>
 <link rel="stylesheet" href="/assets/form.css">
 </head>

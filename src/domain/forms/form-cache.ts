@@ -8,6 +8,7 @@ export interface CachedForm {
   id: string;
   organizationId: string;
   title: string;
+  description: string | null;
   status: FormStatus;
   settings: Record<string, any>;
   updatedAt: Date;
@@ -40,12 +41,13 @@ export class FormCache {
   private async load(formId: string): Promise<CachedForm | null> {
     const em = this.orm.em.fork();
     const [row] = await em.getConnection().execute(
-      `select id, organization_id, title, status, settings, updated_at from forms where id = ? and deleted_at is null`,
+      `select id, organization_id, title, description, status, settings, updated_at from forms where id = ? and deleted_at is null`,
       [formId],
     );
     if (!row) return null;
     return {
-      id: row.id, organizationId: row.organization_id, title: row.title, status: row.status,
+      id: row.id, organizationId: row.organization_id, title: row.title, description: row.description,
+      status: row.status,
       settings: row.settings, updatedAt: new Date(row.updated_at), structure: await loadStructure(em, formId),
     };
   }

@@ -14,10 +14,11 @@ import { formIdParam, submissionIdParam } from './schemas';
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
 
-const isoDate = Joi.alternatives(
-  Joi.string().pattern(DATE_ONLY).isoDate(),
-  Joi.string().isoDate(),
-).messages({ 'alternatives.match': '{{#label}} must be an ISO 8601 date or date-time' });
+/** Kept as sent (no conversion): whether it was a date alone decides the day semantics. */
+const isoDate = Joi.string().custom((value: string, helpers) =>
+  Number.isNaN(Date.parse(value)) || !/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value)
+    ? helpers.message({ custom: '{{#label}} must be an ISO 8601 date or date-time' })
+    : value);
 
 const listQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),

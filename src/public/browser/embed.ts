@@ -80,7 +80,6 @@ function embed(script: HTMLScriptElement): void {
   iframe.title = script.getAttribute('data-title') || 'Form';
   iframe.className = 'formservice-embed';
   iframe.setAttribute('width', '100%');
-  iframe.setAttribute('frameborder', '0');
   iframe.style.border = '0';
   iframe.style.width = '100%';
   iframe.style.display = 'block';

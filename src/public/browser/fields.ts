@@ -26,7 +26,7 @@ export interface FieldControl {
   settled(): Promise<void>;
 }
 
-export function fieldOptions(field: Field): FieldOption[] {
+function fieldOptions(field: Field): FieldOption[] {
   const options: unknown = field.config.options;
   if (!Array.isArray(options)) return [];
   return options
@@ -98,7 +98,7 @@ function textControl(field: Field, on: FieldHooks, options: TextOptions): Contro
 const trimmed = (text: string): string => text.trim();
 
 /** A decimal comma is accepted; anything that is not a number is passed on for the validator to name. */
-export function parseNumber(text: string): number | string {
+function parseNumber(text: string): number | string {
   const clean = text.trim();
   const normalized = /^-?\d+,\d+$/.test(clean) ? clean.replace(',', '.') : clean;
   if (normalized === '') return '';
@@ -175,6 +175,11 @@ function choiceGroup(field: Field, on: FieldHooks, choices: Choice[], options: G
   const labels = choices.map((choice) => choiceInput(field, choice, type, options.layout));
   const inputs = labels.map((label) => label.querySelector('input')!);
   const list = h('div', { class: `fs-options fs-options--${options.layout}` }, ...labels);
+  if (options.layout === 'segmented') {
+    // One row when it fits; long scales (NPS) wrap into two even rows on narrow screens.
+    list.style.setProperty('--fs-columns', String(choices.length));
+    list.style.setProperty('--fs-columns-narrow', String(choices.length > 7 ? Math.ceil(choices.length / 2) : choices.length));
+  }
   const litStars = (): void => {
     if (options.layout !== 'stars') return;
     const chosen = inputs.findIndex((input) => input.checked);

@@ -88,18 +88,18 @@ class HostedForm {
     this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, 'Back');
     this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, 'Next');
     const challengeSlot = h('div', { class: 'fs-challenge' });
+    const anyRequired = form.fields.some((field) => field.required && !field.hidden && field.type !== 'heading');
     this.formElement = h('form', { class: 'fs-form', novalidate: true, 'aria-labelledby': 'fs-title' },
+      anyRequired ? h('p', { class: 'fs-required-note' }, 'Questions marked ', h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden('with an asterisk'), ' are required.') : null,
       ...this.pages.map((page) => page.section),
       challengeSlot,
       this.alert,
       h('div', { class: 'fs-actions' }, this.back, this.next));
     this.success = h('div', { class: 'fs-success', role: 'status', tabindex: -1, hidden: true });
-    const anyRequired = form.fields.some((field) => field.required && !field.hidden && field.type !== 'heading');
     this.card = h('div', { class: 'fs-card' },
       h('header', { class: 'fs-header' },
         h('h1', { class: 'fs-title', id: 'fs-title' }, form.title),
-        form.description ? h('p', { class: 'fs-description' }, form.description) : null,
-        anyRequired ? h('p', { class: 'fs-required-note' }, 'Questions marked ', h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden('with an asterisk'), ' are required.') : null),
+        form.description ? h('p', { class: 'fs-description' }, form.description) : null),
       this.progress,
       this.formElement,
       this.success);

@@ -1,0 +1,84 @@
+import type { Field } from '../forms/types';
+import { keyByLabel, redact } from '../submissions/read-service';
+import { signPayload } from './signing';
+
+/** What a webhook subscribes to, as stored and returned. */
+export const SUBMISSION_CREATED = 'submission.created';
+/** The event type on the wire (body `type` and `X-Service-Event`). */
+export const FORM_SUBMISSION_CREATED = 'form.submission.created';
+export const WEBHOOK_TEST = 'webhook.test';
+export const EVENT_ALIASES: Record<string, string> = {
+  [SUBMISSION_CREATED]: SUBMISSION_CREATED,
+  [FORM_SUBMISSION_CREATED]: SUBMISSION_CREATED,
+};
+export const USER_AGENT = 'FormService-Webhooks/1';
+
+/** Aliases become the stored name; repeats collapse, first occurrence order kept. */
+export function normalizeEvents(events: readonly string[]): string[] {
+  return [...new Set(events.map((e) => EVENT_ALIASES[e] ?? e))];
+}
+
+/** One event per submission, so a re-run of the fan-out maps to the same delivery rows. */
+export function eventIdForSubmission(submissionId: string): string {
+  return `evt_${submissionId.replace(/^sub_/, '')}`;
+}
+
+export interface SubmissionSnapshot {
+  id: string;
+  formId: string;
+  createdAt: Date;
+  submitterEmail: string | null;
+  submitterName: string | null;
+  /** As stored: keyed by field id, sensitive values sealed. */
+  data: Record<string, unknown>;
+}
+
+export interface SubmissionEvent {
+  id: string;
+  type: typeof FORM_SUBMISSION_CREATED;
+  createdAt: string;
+  data: {
+    form: { id: string; title: string };
+    submission: {
+      id: string; formId: string; createdAt: string; submitterEmail: string | null; submitterName: string | null;
+      data: Record<string, unknown>; rawData: Record<string, unknown>;
+    };
+  };
+}
+
+/** CONTRACT §7 payload; its `createdAt` is the submission's, so a re-built payload is identical. */
+export function buildSubmissionEvent(form: { id: string; title: string }, submission: SubmissionSnapshot, fields: Field[]): SubmissionEvent {
+  const rawData = redact(submission.data);
+  const createdAt = submission.createdAt.toISOString();
+  return {
+    id: eventIdForSubmission(submission.id),
+    type: FORM_SUBMISSION_CREATED,
+    createdAt,
+    data: {
+      form: { id: form.id, title: form.title },
+      submission: {
+        id: submission.id, formId: submission.formId, createdAt,
+        submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
+        data: keyByLabel(rawData, fields), rawData,
+      },
+    },
+  };
+}
+
+export function buildTestEvent(eventId: string, webhookId: string, now: Date) {
+  return { id: eventId, type: WEBHOOK_TEST, createdAt: now.toISOString(), data: { webhookId } };
+}
+
+/** Headers of one attempt: signed over this attempt's timestamp and the exact body sent. */
+export function deliveryHeaders(opts: {
+  secret: string; body: string; eventType: string; deliveryId: string; nowSeconds: number;
+}): Record<string, string> {
+  return {
+    'Content-Type': 'application/json',
+    'User-Agent': USER_AGENT,
+    'X-Service-Signature': signPayload(opts.secret, opts.nowSeconds, opts.body),
+    'X-Service-Timestamp': String(opts.nowSeconds),
+    'X-Service-Event': opts.eventType,
+    'X-Service-Delivery': opts.deliveryId,
+  };
+}

@@ -1,0 +1,75 @@
+import type { Request, Response } from 'restify';
+import type { AppContext } from '../app';
+import { metrics } from '../lib/metrics';
+import { ApiError } from './errors';
+import { describeError, sendReply, type Reply } from './pipeline';
+
+/** A failure in the public error shape (spec §7): `{success:false, error}` or `{success:false, errors}`. */
+export class PublicError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: { success: false; error?: string; errors?: Record<string, string>; message?: string },
+    readonly headers: Record<string, string | number> = {},
+  ) {
+    super(body.error ?? 'field validation failed');
+  }
+}
+
+export const publicErrors = {
+  formNotFound: () => new PublicError(404, { success: false, error: 'Form not found' }),
+  invalidData: (message: string) => new PublicError(400, { success: false, error: 'invalid_data', message }),
+  rateLimited: (retryAfter: number) =>
+    new PublicError(429, { success: false, error: 'rate_limit_exceeded' }, { 'Retry-After': retryAfter }),
+  internal: () => new PublicError(500, { success: false, error: 'internal_error' }),
+};
+
+/** Headers every public response carries. */
+export const PUBLIC_SECURITY_HEADERS = {
+  'X-Content-Type-Options': 'nosniff',
+  // Prefill values may sit in the query string: other origins see the origin only.
+  'Referrer-Policy': 'strict-origin-when-cross-origin',
+};
+
+/**
+ * The address of the peer that opened the connection. Forwarded-for headers are not trusted: behind
+ * a reverse proxy every client would share the proxy's address, and honouring them needs an
+ * operator setting that names the trusted proxies (not implemented).
+ */
+export function clientIp(req: Request): string {
+  const address = req.socket?.remoteAddress ?? 'unknown';
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+/** Counts the request in `bucket`; the remaining budget is on every answer, errors included. */
+export async function limitPublicRequest(app: AppContext, res: Response, bucket: string, limit: number): Promise<void> {
+  const decision = await app.rateLimiter.hit(bucket, limit);
+  res.header('X-RateLimit-Remaining', String(decision.remaining));
+  res.header('X-RateLimit-Reset', String(decision.resetAt));
+  if (!decision.allowed) {
+    metrics.rateLimitRejections.inc({ scope: 'public' });
+    throw publicErrors.rateLimited(decision.retryAfter);
+  }
+}
+
+function toPublicError(err: unknown): PublicError | null {
+  if (err instanceof PublicError) return err;
+  if (err instanceof ApiError) return new PublicError(err.status, { success: false, error: err.code }, err.headers);
+  return null;
+}
+
+export type PublicHandler = (req: Request, res: Response) => Promise<Reply>;
+
+/** Runs a public handler; anything it throws is answered in the public error shape, never with internals. */
+export function publicRoute(app: AppContext, handler: PublicHandler) {
+  return async function publicRouteHandler(req: Request, res: Response): Promise<void> {
+    for (const [name, value] of Object.entries(PUBLIC_SECURITY_HEADERS)) res.header(name, value);
+    try {
+      sendReply(res, await handler(req, res));
+    } catch (err) {
+      const known = toPublicError(err);
+      if (!known) app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'unhandled error');
+      const failure = known ?? publicErrors.internal();
+      sendReply(res, { status: failure.status, body: failure.body, headers: { 'Cache-Control': 'no-store', ...failure.headers } });
+    }
+  };
+}

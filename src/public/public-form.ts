@@ -1,0 +1,112 @@
+// The sanitized form the public runtime hands to browsers (spec §2 "Public form", CONTRACT §9).
+// Built from an allowlist: nothing of the organization, integrations, webhooks or other settings
+// can reach a browser unless it is named here.
+import type { CachedForm } from '../domain/forms/form-cache';
+import type { Field, Page } from '../domain/forms/types';
+import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
+
+/** Field config keys the hosted page reads to render a field and the shared validator reads to check it. */
+const PUBLIC_CONFIG_KEYS = [
+  'options', 'maxLength', 'min', 'max', 'minLabel', 'maxLabel', 'format', 'accept', 'amount', 'currency', 'layout',
+] as const;
+
+/** validationRules keys the shared validator reads. */
+const PUBLIC_RULE_KEYS = ['required', 'minLength', 'maxLength', 'pattern', 'min', 'max'] as const;
+
+export const DEFAULT_SUBMIT_BUTTON_TEXT = 'Submit';
+export const DEFAULT_SUCCESS_MESSAGE = 'Thank you!';
+
+export interface PublicFormOptions {
+  /** TURNSTILE_SITE_KEY; a form with protection on still names the challenge when it is unset. */
+  siteKey: string | null;
+  analyticsToken: string;
+}
+
+type Settings = Record<string, unknown>;
+
+function pick(source: Record<string, unknown> | null | undefined, keys: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) {
+    if (source && Object.prototype.hasOwnProperty.call(source, key) && source[key] !== undefined) out[key] = source[key];
+  }
+  return out;
+}
+
+function nonEmptyString(value: unknown): string | null {
+  return typeof value === 'string' && value.trim() !== '' ? value : null;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function publicSettings(settings: Settings): PublicFormSettings {
+  return {
+    redirectUrl: nonEmptyString(settings.redirectUrl),
+    submitButtonText: nonEmptyString(settings.submitButtonText) ?? DEFAULT_SUBMIT_BUTTON_TEXT,
+    successMessage: nonEmptyString(settings.successMessage) ?? DEFAULT_SUCCESS_MESSAGE,
+  };
+}
+
+export function botProtectionEnabled(settings: Settings): boolean {
+  return isPlainObject(settings.botProtection) && settings.botProtection.enabled === true;
+}
+
+function publicBotProtection(settings: Settings, siteKey: string | null): PublicBotProtection | null {
+  if (!botProtectionEnabled(settings)) return null;
+  return { provider: 'turnstile', siteKey: siteKey ?? '', mode: 'invisible', offlineQueueEnabled: false };
+}
+
+function publicTheme(settings: Settings): PublicTheme | null {
+  const theme = settings.theme;
+  if (!isPlainObject(theme)) return null;
+  return {
+    preset: nonEmptyString(theme.preset),
+    tokens: isPlainObject(theme.tokens) ? { ...theme.tokens } : {},
+  };
+}
+
+export function publicField(field: Field): Field {
+  return {
+    id: field.id,
+    type: field.type,
+    label: field.label,
+    placeholder: field.placeholder ?? null,
+    description: field.description ?? null,
+    required: field.required,
+    config: pick(field.config, PUBLIC_CONFIG_KEYS),
+    validationRules: pick(field.validationRules, PUBLIC_RULE_KEYS),
+    order: field.order,
+    pageId: field.pageId ?? null,
+    conditionalLogic: field.conditionalLogic ?? null,
+    hidden: field.hidden ?? false,
+    ...(field.prefillParam ? { prefillParam: field.prefillParam } : {}),
+  };
+}
+
+function publicPage(page: Page, fields: Field[]): PublicPage {
+  return {
+    id: page.id,
+    title: page.title,
+    description: page.description ?? null,
+    order: page.order,
+    conditionalLogic: page.conditionalLogic ?? null,
+    fields: fields.filter((field) => field.pageId === page.id),
+  };
+}
+
+export function buildPublicForm(form: CachedForm, options: PublicFormOptions): PublicFormJson {
+  const settings: Settings = isPlainObject(form.settings) ? form.settings : {};
+  const fields = form.structure.fields.map(publicField);
+  return {
+    id: form.id,
+    title: form.title,
+    description: form.description ?? null,
+    settings: publicSettings(settings),
+    botProtection: publicBotProtection(settings, options.siteKey),
+    telemetry: { analyticsToken: options.analyticsToken },
+    theme: publicTheme(settings),
+    fields,
+    pages: form.structure.pages.map((page) => publicPage(page, fields)),
+  };
+}

@@ -1,0 +1,71 @@
+import { expect } from 'chai';
+import { call, createKey, createTenant, startTestApp, type TestApp } from '../support/harness';
+import { spawnApi, type ServiceProcess } from '../support/processes';
+
+/** Fixed windows reset on the minute: start a counting test where a reset cannot fall inside it. */
+async function awayFromWindowEdge(): Promise<void> {
+  const intoMinute = Date.now() % 60_000;
+  if (intoMinute > 55_000) await new Promise((r) => setTimeout(r, 60_500 - intoMinute));
+}
+
+describe('rate limits per key', () => {
+  beforeEach(async function () {
+    this.timeout(10_000);
+    await awayFromWindowEdge();
+  });
+
+  let t: TestApp;
+  before(async () => { t = await startTestApp(); });
+  after(async () => t.close());
+
+  it('puts X-RateLimit-* headers on every authenticated response, errors included', async () => {
+    const tenant = await createTenant(t.app, { plan: 'pro' });
+    const ok = await call(t.url, 'GET', '/v1/forms', { key: tenant.key });
+    const notFound = await call(t.url, 'GET', '/v1/forms/form_missing', { key: tenant.key });
+    for (const res of [ok, notFound]) {
+      expect(res.headers.get('x-ratelimit-limit')).to.equal('100');
+      expect(Number(res.headers.get('x-ratelimit-remaining'))).to.be.within(0, 99);
+      const reset = Number(res.headers.get('x-ratelimit-reset'));
+      expect(reset).to.be.within(Math.floor(Date.now() / 1000), Math.floor(Date.now() / 1000) + 61);
+    }
+    expect(Number(ok.headers.get('x-ratelimit-remaining')) - Number(notFound.headers.get('x-ratelimit-remaining'))).to.equal(1);
+  });
+
+  it('applies the plan\'s limit per minute and counts requests that fail scope checks (429 before 403)', async () => {
+    const tenant = await createTenant(t.app, { plan: 'free' });
+    const narrow = await createKey(t.app, tenant.organizationId, ['webhooks:read']);
+    const statuses: number[] = [];
+    for (let i = 0; i < 10; i++) statuses.push((await call(t.url, 'GET', '/v1/forms', { key: narrow })).status);
+    expect(statuses).to.deep.equal(Array(10).fill(403));
+    const limited = await call(t.url, 'GET', '/v1/forms', { key: narrow });
+    expect(limited.status).to.equal(429);
+    expect(limited.body.error).to.equal('rate_limit_exceeded');
+    expect(limited.body.retryAfter).to.be.a('number').within(1, 60);
+    expect(limited.headers.get('retry-after')).to.equal(String(limited.body.retryAfter));
+    expect(limited.headers.get('x-ratelimit-remaining')).to.equal('0');
+    expect(limited.headers.get('x-ratelimit-limit')).to.equal('10');
+    // another key of the same organization has its own budget
+    expect((await call(t.url, 'GET', '/v1/forms', { key: tenant.key })).status).to.equal(200);
+  });
+
+  describe('across two API processes', () => {
+    let a: ServiceProcess & { url: string };
+    let b: ServiceProcess & { url: string };
+    before(async function () {
+      this.timeout(30_000);
+      [a, b] = await Promise.all([spawnApi(), spawnApi()]);
+    });
+    after(async () => Promise.all([a?.stop(), b?.stop()]));
+
+    it('shares one budget: 30 concurrent requests of a free key, 10 accepted', async () => {
+      const tenant = await createTenant(t.app, { plan: 'free' });
+      const results = await Promise.all(Array.from({ length: 30 }, (_, i) =>
+        call(i % 2 ? a.url : b.url, 'GET', '/v1/forms', { key: tenant.key })));
+      const statuses = results.map((r) => r.status);
+      expect(statuses.filter((s) => s === 200)).to.have.length(10);
+      expect(statuses.filter((s) => s === 429)).to.have.length(20);
+      const remaining = results.filter((r) => r.status === 200).map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y);
+      expect(remaining).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    });
+  });
+});

@@ -1,0 +1,65 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+
+export const DIST_ROOT = path.resolve(__dirname, '../..');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  output(): string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs a compiled entry point (e.g. `src/api.js`) as a child process with the test run's env. */
+export function spawnEntry(entry: string, env: Record<string, string> = {}): ServiceProcess {
+  const child = spawn(process.execPath, [path.join(DIST_ROOT, entry)], {
+    env: { ...process.env, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => { output += chunk; });
+  child.stderr!.on('data', (chunk) => { output += chunk; });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    output: () => output,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export async function waitUntil(check: () => Promise<boolean> | boolean, timeoutMs = 10_000, intervalMs = 50): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await Promise.resolve().then(check).catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/** Starts `node dist/src/api.js` on a free port and waits for /healthz. */
+export async function spawnApi(env: Record<string, string> = {}): Promise<ServiceProcess & { url: string }> {
+  const port = await freePort();
+  const proc = spawnEntry('src/api.js', { HOST: '127.0.0.1', PORT: String(port), ...env });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 15_000);
+  } catch (err) {
+    await proc.stop('SIGKILL');
+    throw new Error(`API did not start: ${proc.output()}`);
+  }
+  return { ...proc, url };
+}

@@ -1,0 +1,35 @@
+import { expect } from 'chai';
+import { ConfigError, loadConfig } from '../../config';
+
+describe('configuration', () => {
+  it('applies the contract\'s defaults', () => {
+    const config = loadConfig({});
+    expect(config).to.include({
+      host: '0.0.0.0', port: 3000, databaseUrl: 'postgres://postgres@127.0.0.1:5432/formservice',
+      redisUrl: 'redis://127.0.0.1:6379', publicUrl: 'http://localhost:3000', webhookAllowPrivateTargets: false,
+      webhookTimeoutMs: 10_000, publicRateLimitGet: 120, publicRateLimitPost: 20, logLevel: 'info', adminToken: null,
+      stripeApiBase: 'https://api.stripe.com', hubspotApiBase: 'https://api.hubapi.com',
+      turnstileVerifyUrl: 'https://challenges.cloudflare.com/turnstile/v0/siteverify',
+    });
+    expect(config.webhookRetryDelaysMs).to.deep.equal([5000, 300000, 1800000, 7200000, 18000000, 36000000, 50400000, 72000000, 86400000]);
+    expect(Object.isFrozen(config)).to.equal(true);
+  });
+
+  it('derives PUBLIC_URL from PORT and parses lists and booleans', () => {
+    const config = loadConfig({ PORT: '8080', WEBHOOK_RETRY_DELAYS_MS: '100, 200,300', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+    expect(config.publicUrl).to.equal('http://localhost:8080');
+    expect(config.webhookRetryDelaysMs).to.deep.equal([100, 200, 300]);
+    expect(config.webhookAllowPrivateTargets).to.equal(true);
+  });
+
+  const invalid: Array<[string, string]> = [
+    ['PORT', 'eighty'], ['DATABASE_URL', 'mysql://x'], ['REDIS_URL', 'nope'], ['WEBHOOK_RETRY_DELAYS_MS', '1,two'],
+    ['WEBHOOK_TIMEOUT_MS', '-5'], ['ENCRYPTION_KEY', 'c2hvcnQ='], ['LOG_LEVEL', 'loud'], ['PUBLIC_RATE_LIMIT_POST', '0'],
+    ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'],
+  ];
+  for (const [name, value] of invalid) {
+    it(`stops on ${name}=${value} with a message naming the variable`, () => {
+      expect(() => loadConfig({ [name]: value })).to.throw(ConfigError, name);
+    });
+  }
+});
