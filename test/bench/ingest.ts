@@ -1,0 +1,112 @@
+import autocannon from 'autocannon';
+import { loadConfig } from '../../config';
+import { prepareDatabase } from '../../src/app';
+import { initOrm } from '../../src/db/orm';
+import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
+import { createForm } from '../../src/domain/forms/form-service';
+import { normalizeStructure } from '../../src/domain/forms/structure';
+import { newId } from '../../src/lib/ids';
+import { spawnEntry, freePort, waitUntil, type ServiceProcess } from '../support/processes';
+import { benchEnvironment } from './support';
+
+/**
+ * Ingest benchmark (issue 3): authenticated submission creation under 32 connections with many keys,
+ * against a baseline of "restify parses the body + one INSERT" on the same database, same run.
+ * Usage: npm run bench:ingest [-- --duration 15 --connections 32]
+ */
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const DURATION = arg('duration', 15);
+const CONNECTIONS = arg('connections', 32);
+const KEYS = arg('keys', 200);
+
+const body = JSON.stringify({
+  data: { fld_name: 'Ada Lovelace', fld_email: 'ada@example.com', fld_count: 3, fld_plan: 'pro' },
+  submitterEmail: 'ada@example.com',
+});
+
+async function startProcess(entry: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; url: string }> {
+  const port = await freePort();
+  const proc = spawnEntry(entry, { HOST: '127.0.0.1', PORT: String(port), ...env });
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  return { proc, url };
+}
+
+function load(opts: autocannon.Options): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)));
+  });
+}
+
+function summary(name: string, r: autocannon.Result) {
+  const ok = r['2xx'];
+  return {
+    name, requests: r.requests.total, created: ok, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
+    reqPerSec: Math.round(ok / r.duration), p50ms: r.latency.p50, p99ms: r.latency.p99, maxMs: r.latency.max,
+  };
+}
+
+async function main(): Promise<void> {
+  const env = benchEnvironment('ingest');
+  const common = { DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix, NODE_NO_WARNINGS: '1' };
+  try {
+    await prepareDatabase(loadConfig({ ...process.env, ...common }));
+
+    // Baseline
+    const baseline = await startProcess('test/bench/baseline-server.js', common);
+    await load({ url: `${baseline.url}/ingest`, method: 'POST', body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS, duration: 3 });
+    const baseResult = await load({
+      url: `${baseline.url}/ingest`, method: 'POST', body, headers: { 'content-type': 'application/json' },
+      connections: CONNECTIONS, duration: DURATION,
+    });
+    await baseline.proc.stop();
+
+    // Full path: API + public runtime + all workers in one process (npm start's entry).
+    const orm = await initOrm(env.databaseUrl, 4);
+    const em = orm.em.fork();
+    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
+    const keys: string[] = [];
+    for (let i = 0; i < KEYS; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
+    const { structure } = normalizeStructure({
+      pages: [],
+      fields: [
+        { id: 'fld_name', type: 'text', label: 'Name', required: true, config: {}, validationRules: { maxLength: 200 }, order: 0 },
+        { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 1 },
+        { id: 'fld_count', type: 'number', label: 'Count', required: false, config: {}, validationRules: { min: 0, max: 10 }, order: 2 },
+        { id: 'fld_plan', type: 'select', label: 'Plan', required: false, config: { options: [{ label: 'Pro', value: 'pro' }, { label: 'Free', value: 'free' }] }, validationRules: {}, order: 3 },
+      ],
+    }, (p) => newId(p));
+    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, Buffer.alloc(32));
+    await orm.close();
+
+    const service = await startProcess('src/main.js', { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' });
+    let n = 0;
+    const request = {
+      method: 'POST' as const,
+      path: `/v1/forms/${form.form.id}/submissions`,
+      body,
+      setupRequest: (req: any) => ({ ...req, headers: { 'content-type': 'application/json', authorization: `Bearer ${keys[n++ % keys.length]}` } }),
+    };
+    await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: 3 });
+    const fullResult = await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
+    await service.proc.stop();
+
+    const base = summary('baseline (parse + 1 INSERT)', baseResult);
+    const full = summary('full submission path', fullResult);
+    console.table([base, full]);
+    console.log(`ratio full/baseline throughput: ${(full.reqPerSec / base.reqPerSec * 100).toFixed(1)}%  (goal ≥ 50%)`);
+    console.log(`full path p99: ${full.p99ms} ms  (goal < 50 ms)`);
+    if (full.non2xx) console.log(`note: ${full.non2xx} non-2xx answers in the full path`);
+  } finally {
+    await env.cleanup();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
