@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import IORedis, { type Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config';
 import { ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
-import { INVALIDATION_CHANNEL, KeyStore } from './domain/auth/key-store';
+import { INVALIDATION_CHANNEL, KeyStore, publishInvalidation } from './domain/auth/key-store';
 import { FormCache } from './domain/forms/form-cache';
 import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';
@@ -20,6 +20,8 @@ export interface AppContext {
   rateLimiter: RateLimiter;
   formCache: FormCache;
   encryptionKey: Buffer;
+  /** Drops a changed form from this process's cache and tells the other processes to. */
+  forgetForm(formId: string): void;
   close(): Promise<void>;
 }
 
@@ -71,9 +73,16 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   }
   const keyStore = new KeyStore(orm);
   subscriber.subscribe(INVALIDATION_CHANNEL).catch((err) => logger.warn({ err: err.message }, 'cannot subscribe to key invalidations'));
-  subscriber.on('message', (_channel, message: string) => keyStore.handleInvalidation(message));
-  // A reconnect may have missed invalidations: start from a clean cache.
-  subscriber.on('ready', () => keyStore.handleInvalidation('all'));
+  const formCache = new FormCache(orm);
+  subscriber.on('message', (_channel, message: string) => {
+    keyStore.handleInvalidation(message);
+    formCache.handleInvalidation(message);
+  });
+  // A reconnect may have missed invalidations: start from clean caches.
+  subscriber.on('ready', () => {
+    keyStore.handleInvalidation('all');
+    formCache.handleInvalidation('all');
+  });
 
   let fallbackWarned = 0;
   const rateLimiter = new RateLimiter(redis, (err) => {
@@ -86,7 +95,13 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   const producer = new Producer(producerConnection, config.queuePrefix);
   return {
     config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey,
-    formCache: new FormCache(orm),
+    formCache,
+    forgetForm(formId: string) {
+      formCache.invalidate(formId);
+      publishInvalidation(redis, `form:${formId}`).catch(() => {
+        // Redis down: other processes' entries expire with the cache TTL; submissions are safe anyway.
+      });
+    },
     async close() {
       await producer.close().catch(() => {});
       for (const client of [redis, producerConnection, subscriber]) client.disconnect();

@@ -37,6 +37,7 @@ export const errors = {
   methodNotAllowed: (method: string) =>
     new ApiError(405, 'method_not_allowed', `Method ${method} is not allowed on this path`),
   payloadTooLarge: () => new ApiError(413, 'payload_too_large', 'Request body exceeds 1 MB'),
+  unsupportedEncoding: () => new ApiError(415, 'unsupported_media_type', 'Compressed request bodies are not accepted; send the body uncompressed'),
   rateLimited: (retryAfter: number) =>
     new ApiError(429, 'rate_limit_exceeded', 'Rate limit exceeded; retry after the window resets',
       undefined, { 'Retry-After': retryAfter }, { retryAfter }),

@@ -16,7 +16,7 @@ export class PublicError extends Error {
 }
 
 export const publicErrors = {
-  formNotFound: () => new PublicError(404, { success: false, error: 'Form not found' }),
+  formNotFound: () => new PublicError(404, { success: false, error: 'not_found', message: 'Form not found' }),
   invalidData: (message: string) => new PublicError(400, { success: false, error: 'invalid_data', message }),
   rateLimited: (retryAfter: number) =>
     new PublicError(429, { success: false, error: 'rate_limit_exceeded' }, { 'Retry-After': retryAfter }),

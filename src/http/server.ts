@@ -4,9 +4,14 @@ import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
 import { errors, type ApiError } from './errors';
 import { describeError } from './pipeline';
+import { registerAdminRoutes } from './routes/admin';
+import { registerAnalyticsRoutes } from './routes/analytics';
 import { registerFormRoutes } from './routes/forms';
+import { registerHostedRoutes } from './routes/hosted';
 import { registerOpsRoutes, type Lifecycle } from './routes/ops';
+import { registerPublicRoutes } from './routes/public';
 import { registerSubmissionRoutes } from './routes/submissions';
+import { registerWebhookRoutes } from './routes/webhooks';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -20,6 +25,7 @@ function translateRestifyError(err: any, method: string): ApiError {
     case 404: return errors.notFound('No such path');
     case 405: return errors.methodNotAllowed(method);
     case 413: return errors.payloadTooLarge();
+    case 415: return errors.unsupportedEncoding();
     case 400: return errors.invalidJson();
     default: return errors.internal();
   }
@@ -39,6 +45,26 @@ export function routeTable(server: Server): RouteEntry[] {
     .sort((a, b) => `${a.path} ${a.method}`.localeCompare(`${b.path} ${b.method}`));
 }
 
+/**
+ * bodyReader reads a whole oversized body before it answers 413, so a declared length is refused up
+ * front; and it counts compressed bytes, so a compressed body (which could expand without bound) is
+ * refused outright.
+ */
+function guardRequestBody(req: Request, _res: Response, next: (err?: unknown) => void): void {
+  const declared = Number(req.header('content-length'));
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return next(Object.assign(new Error('Request body exceeds 1 MB'), { statusCode: 413 }));
+  const encoding = req.header('content-encoding');
+  if (encoding && encoding.toLowerCase() !== 'identity') {
+    return next(Object.assign(new Error('Compressed request bodies are not accepted'), { statusCode: 415 }));
+  }
+  return next();
+}
+
+/** The route pattern, never the raw URL, so metric labels stay bounded; requests no route took are 'unmatched'. */
+function routeLabel(req: Request, route: any): string {
+  return String(route?.spec?.path ?? (req as any).routeLabel ?? 'unmatched');
+}
+
 export interface HttpServer {
   server: Server;
   lifecycle: Lifecycle;
@@ -54,14 +80,22 @@ export function createHttpServer(app: AppContext): HttpServer {
     (req as any).requestId = requestId;
     (req as any).startedAt = process.hrtime.bigint();
     res.setHeader('X-Request-Id', requestId);
+    // While draining, answer and close: clients reconnect to a replica that stays.
+    if (lifecycle.draining) res.setHeader('Connection', 'close');
     return next();
   });
   server.use(restify.plugins.queryParser({ mapParams: false }));
+  server.use(guardRequestBody);
   server.use(restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }));
 
   registerOpsRoutes(server, app, lifecycle);
+  registerAdminRoutes(server, app);
   registerFormRoutes(server, app);
   registerSubmissionRoutes(server, app);
+  registerWebhookRoutes(server, app);
+  registerAnalyticsRoutes(server, app);
+  registerPublicRoutes(server, app);
+  registerHostedRoutes(server, app);
 
   server.on('restifyError', (req: Request, res: Response, err: any, callback: () => void) => {
     const apiError = translateRestifyError(err, req.method ?? 'GET');
@@ -77,11 +111,11 @@ export function createHttpServer(app: AppContext): HttpServer {
   server.on('after', (req: Request, res: Response, route: any) => {
     const started = (req as any).startedAt as bigint | undefined;
     const seconds = started ? Number(process.hrtime.bigint() - started) / 1e9 : 0;
-    const routePath = route?.spec?.path ?? 'unmatched';
-    metrics.httpDuration.observe({ method: req.method, route: String(routePath), status: String(res.statusCode) }, seconds);
+    const routePath = routeLabel(req, route);
+    metrics.httpDuration.observe({ method: req.method, route: routePath, status: String(res.statusCode) }, seconds);
     app.logger.info({
       reqId: (req as any).requestId, method: req.method, route: routePath, status: res.statusCode,
-      durationMs: Math.round(seconds * 1000), org: (req as any).organizationId,
+      durationMs: Math.round(seconds * 1000), organizationId: (req as any).organizationId,
     }, 'request');
   });
 

@@ -1,11 +1,14 @@
 import pino, { type Logger } from 'pino';
 
-/** Paths that may carry credentials or submitted values; they never reach a log line. */
+const SECRET_FIELDS = ['apiKey', 'key', 'secret', 'signingSecret', 'accessToken', 'token', 'captchaToken', 'password', 'authorization'];
+const VALUE_FIELDS = ['body', 'data', 'values', 'rawData'];
+
+const SECRET_HEADERS = ['authorization', '["x-api-key"]', 'cookie'];
+
+/** Paths that may carry credentials or submitted values, at the top level or one level down; they never reach a log line. */
 export const REDACT_PATHS = [
-  'req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie',
-  'headers.authorization', 'headers["x-api-key"]',
-  '*.apiKey', '*.key', '*.secret', '*.accessToken', '*.token', '*.captchaToken', '*.password',
-  'body', '*.body', 'data', '*.data', 'values', '*.values', 'rawData', '*.rawData',
+  ...SECRET_HEADERS.flatMap((header) => [`headers.${header}`, `*.headers.${header}`]),
+  ...[...SECRET_FIELDS, ...VALUE_FIELDS].flatMap((field) => [field, `*.${field}`]),
 ];
 
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
@@ -15,6 +18,19 @@ export function createLogger(level: string, destination?: pino.DestinationStream
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
   }, destination);
+}
+
+/** What jobLogger reads from a BullMQ job; its data is deliberately not part of it. */
+export interface LoggedJob {
+  id?: string;
+  name: string;
+  queueName: string;
+  attemptsMade: number;
+}
+
+/** A child logger whose lines name the job and the attempt being run (1 for the first). */
+export function jobLogger(logger: Logger, job: LoggedJob): Logger {
+  return logger.child({ queue: job.queueName, job: job.name, jobId: job.id, attempt: job.attemptsMade + 1 });
 }
 
 export type { Logger };

@@ -12,7 +12,8 @@ import { benchEnvironment } from './support';
 /**
  * Ingest benchmark (issue 3): authenticated submission creation under 32 connections with many keys,
  * against a baseline of "restify parses the body + one INSERT" on the same database, same run.
- * Usage: npm run bench:ingest [-- --duration 15 --connections 32]
+ * Usage: npm run bench:ingest [-- --duration 15 --connections 32 --keys 200 --orgs 1 --api-only]
+ * (--api-only runs the API without the workers, to tell the request path's cost from the workers'.)
  */
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: number) => {
@@ -22,17 +23,24 @@ const arg = (name: string, fallback: number) => {
 const DURATION = arg('duration', 15);
 const CONNECTIONS = arg('connections', 32);
 const KEYS = arg('keys', 200);
+const ORGS = arg('orgs', 1);
+const ENTRY = args.includes('--api-only') ? 'src/api.js' : 'src/main.js';
 
 const body = JSON.stringify({
   data: { fld_name: 'Ada Lovelace', fld_email: 'ada@example.com', fld_count: 3, fld_plan: 'pro' },
   submitterEmail: 'ada@example.com',
 });
 
-async function startProcess(entry: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; url: string }> {
+async function startProcess(entry: string, env: Record<string, string>, nodeArgs: string[] = []): Promise<{ proc: ServiceProcess; url: string }> {
   const port = await freePort();
-  const proc = spawnEntry(entry, { HOST: '127.0.0.1', PORT: String(port), ...env });
+  const proc = spawnEntry(entry, { HOST: '127.0.0.1', PORT: String(port), ...env }, nodeArgs);
   const url = `http://127.0.0.1:${port}`;
-  await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  try {
+    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  } catch (err) {
+    await proc.stop('SIGKILL');
+    throw new Error(`${entry} did not start:\n${proc.output()}`);
+  }
   return { proc, url };
 }
 
@@ -68,9 +76,6 @@ async function main(): Promise<void> {
     // Full path: API + public runtime + all workers in one process (npm start's entry).
     const orm = await initOrm(env.databaseUrl, 4);
     const em = orm.em.fork();
-    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
-    const keys: string[] = [];
-    for (let i = 0; i < KEYS; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
     const { structure } = normalizeStructure({
       pages: [],
       fields: [
@@ -80,16 +85,30 @@ async function main(): Promise<void> {
         { id: 'fld_plan', type: 'select', label: 'Plan', required: false, config: { options: [{ label: 'Pro', value: 'pro' }, { label: 'Free', value: 'free' }] }, validationRules: {}, order: 3 },
       ],
     }, (p) => newId(p));
-    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, Buffer.alloc(32));
+    // Keys (and their forms) are spread over ORGS organizations; each key posts to its org's form.
+    const targets: Array<{ key: string; path: string }> = [];
+    for (let o = 0; o < ORGS; o++) {
+      const org = await createOrganization(em, { name: `bench ${o}`, plan: 'enterprise', monthlyQuota: 100_000_000 });
+      const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, Buffer.alloc(32));
+      for (let i = o; i < KEYS; i += ORGS) {
+        const { key } = await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] });
+        targets.push({ key, path: `/v1/forms/${form.form.id}/submissions` });
+      }
+    }
     await orm.close();
 
-    const service = await startProcess('src/main.js', { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' });
+    const service = await startProcess(ENTRY, { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },
+      // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the service
+      (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
     let n = 0;
     const request = {
       method: 'POST' as const,
-      path: `/v1/forms/${form.form.id}/submissions`,
+      path: targets[0].path,
       body,
-      setupRequest: (req: any) => ({ ...req, headers: { 'content-type': 'application/json', authorization: `Bearer ${keys[n++ % keys.length]}` } }),
+      setupRequest: (req: any) => {
+        const target = targets[n++ % targets.length];
+        return { ...req, path: target.path, headers: { 'content-type': 'application/json', authorization: `Bearer ${target.key}` } };
+      },
     };
     await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: 3 });
     const fullResult = await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });

@@ -224,6 +224,15 @@ describe('forms API', () => {
       expect(wrong.body).to.have.keys('error', 'message');
     });
 
+    it('refuses compressed request bodies (415) and declared bodies over 1 MB (413)', async () => {
+      const gz = await call(t.url, 'POST', '/v1/forms', { key: tenant.key, body: '{}', headers: { 'Content-Encoding': 'gzip' } });
+      expect(gz.status).to.equal(415);
+      expect(gz.body.error).to.equal('unsupported_media_type');
+      const big = await call(t.url, 'POST', '/v1/forms', { key: tenant.key, body: JSON.stringify({ title: 'x'.repeat(1_100_000) }) });
+      expect(big.status).to.equal(413);
+      expect(big.body.error).to.equal('payload_too_large');
+    });
+
     it('answers a malformed form id 404', async () => {
       const res = await call(t.url, 'GET', '/v1/forms/not-a-form-id', { key: tenant.key });
       expect(res.status).to.equal(404);

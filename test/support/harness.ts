@@ -3,7 +3,7 @@ import type { Plan } from '../../config/plans';
 import { createAppContext, type AppContext } from '../../src/app';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { startHttp, type RunningHttp } from '../../src/http/start';
-import { createLogger } from '../../src/lib/logger';
+import { createLogger, type Logger } from '../../src/lib/logger';
 
 export interface TestApp {
   app: AppContext;
@@ -12,10 +12,13 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** A real service on a loopback port, against the run's throwaway database and real Redis. */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * A real service on a loopback port, against the run's throwaway database and real Redis.
+ * `logger` replaces the default one, e.g. to capture what the service logs.
+ */
+export async function startTestApp(env: Record<string, string> = {}, opts: { logger?: Logger } = {}): Promise<TestApp> {
   const config = loadConfig({ ...process.env, HOST: '127.0.0.1', PORT: '0', ...env });
-  const app = await createAppContext(config, createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'));
+  const app = await createAppContext(config, opts.logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'));
   const http = await startHttp(app);
   const url = `http://127.0.0.1:${http.port}`;
   return {

@@ -22,8 +22,8 @@ export interface ServiceProcess {
 }
 
 /** Runs a compiled entry point (e.g. `src/api.js`) as a child process with the test run's env. */
-export function spawnEntry(entry: string, env: Record<string, string> = {}): ServiceProcess {
-  const child = spawn(process.execPath, [path.join(DIST_ROOT, entry)], {
+export function spawnEntry(entry: string, env: Record<string, string> = {}, nodeArgs: string[] = []): ServiceProcess {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(DIST_ROOT, entry)], {
     env: { ...process.env, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,15 +1,21 @@
 import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
-import type { QueueName } from '../../src/queues/catalogue';
+import type { JobName, QueueName } from '../../src/queues/catalogue';
+import { sync } from './crm';
+import { fanout } from './submissions';
+import { maintenance, relay, rollup, scheduleUsageJobs } from './usage';
+import { deliver } from './webhooks';
 
 export type Processor = (app: AppContext, job: Job) => Promise<unknown>;
 
-export const PROCESSORS: { [Q in QueueName]: Record<string, Processor> } = {
-  submissions: {},
-  webhooks: {},
-  crm: {},
-  usage: {},
+export const PROCESSORS: { [Q in QueueName]: Record<JobName<Q>, Processor> } = {
+  submissions: { fanout },
+  webhooks: { deliver },
+  crm: { sync },
+  usage: { 'relay-outbox': relay, 'rollup-usage': rollup, 'maintenance': maintenance },
 };
 
 /** Per-queue start-up work (e.g. scheduling repeatable jobs). */
-export const PROCESSORS_INIT: Partial<Record<QueueName, (app: AppContext) => Promise<void>>> = {};
+export const PROCESSORS_INIT: Partial<Record<QueueName, (app: AppContext) => Promise<void>>> = {
+  usage: scheduleUsageJobs,
+};

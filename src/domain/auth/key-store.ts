@@ -74,6 +74,9 @@ export class KeyStore {
   }
 }
 
-export async function publishInvalidation(redis: Redis, message: `key:${string}` | `org:${string}`): Promise<void> {
+/** Cached records other processes must drop: API keys, organizations (plan changes), forms. */
+export type InvalidationMessage = `key:${string}` | `org:${string}` | `form:${string}`;
+
+export async function publishInvalidation(redis: Redis, message: InvalidationMessage): Promise<void> {
   await redis.publish(INVALIDATION_CHANNEL, message);
 }

@@ -38,6 +38,12 @@ export class FormCache {
     this.cache.delete(formId);
   }
 
+  /** Handles a cache invalidation announced by any process (`form:<id>`; anything else is not ours). */
+  handleInvalidation(message: string): void {
+    if (message.startsWith('form:')) this.invalidate(message.slice(5));
+    else if (message === 'all') this.cache.clear();
+  }
+
   private async load(formId: string): Promise<CachedForm | null> {
     const em = this.orm.em.fork();
     const [row] = await em.getConnection().execute(

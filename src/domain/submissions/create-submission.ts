@@ -160,6 +160,6 @@ function replay(stored: { requestHash: string; body: unknown }, requestHash: str
 
 /** After commit; when Redis is down the outbox relay sends it later, so a failure here is not an error. */
 function enqueueFanout(app: AppContext, submissionId: string, outboxId: string): void {
-  app.producer.add('submissions', 'fanout', { submissionId, outboxId }, { jobId: jobIds.fanout(submissionId) })
+  app.producer.addSoon('submissions', 'fanout', { submissionId, outboxId }, { jobId: jobIds.fanout(submissionId) })
     .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }

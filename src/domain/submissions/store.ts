@@ -1,5 +1,6 @@
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Orm } from '../../db/orm';
+import { preparedQuery } from '../../db/prepared';
 import type { SubmissionSource } from './entities';
 
 export interface SubmissionRow {
@@ -34,9 +35,9 @@ const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_
  */
 const INSERT_SUBMISSION_SQL = `
 with p as (
-  select ?::text as org, ?::text as form, ?::timestamptz as form_updated, ?::text as month, ?::text as id,
-         ?::jsonb as data, ?::text as email, ?::text as name, ?::text as source, ?::timestamptz as created,
-         ?::text as intent, ?::text as idem_key, ?::text as idem_hash, ?::jsonb as idem_body
+  select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as id,
+         $6::jsonb as data, $7::text as email, $8::text as name, $9::text as source, $10::timestamptz as created,
+         $11::text as intent, $12::text as idem_key, $13::text as idem_hash, $14::jsonb as idem_body
 ), org as (
   select coalesce(o.monthly_quota, ${PLAN_QUOTA_SQL}) as quota from organizations o, p where o.id = p.org
 ), form_ok as (
@@ -79,7 +80,7 @@ function violatedConstraint(err: any): string | null {
 export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
   let result: any[];
   try {
-    result = await orm.em.getConnection().execute(INSERT_SUBMISSION_SQL, [
+    result = await preparedQuery(orm, 'insert_submission', INSERT_SUBMISSION_SQL, [
       row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
       JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
       row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,

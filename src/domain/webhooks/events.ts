@@ -23,6 +23,9 @@ export function eventIdForSubmission(submissionId: string): string {
   return `evt_${submissionId.replace(/^sub_/, '')}`;
 }
 
+/** All the payload needs of a field. */
+export type LabelledField = Pick<Field, 'id' | 'label'>;
+
 export interface SubmissionSnapshot {
   id: string;
   formId: string;
@@ -47,7 +50,7 @@ export interface SubmissionEvent {
 }
 
 /** CONTRACT §7 payload; its `createdAt` is the submission's, so a re-built payload is identical. */
-export function buildSubmissionEvent(form: { id: string; title: string }, submission: SubmissionSnapshot, fields: Field[]): SubmissionEvent {
+export function buildSubmissionEvent(form: { id: string; title: string }, submission: SubmissionSnapshot, fields: LabelledField[]): SubmissionEvent {
   const rawData = redact(submission.data);
   const createdAt = submission.createdAt.toISOString();
   return {
@@ -59,7 +62,8 @@ export function buildSubmissionEvent(form: { id: string; title: string }, submis
       submission: {
         id: submission.id, formId: submission.formId, createdAt,
         submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
-        data: keyByLabel(rawData, fields), rawData,
+        // keyByLabel reads nothing of a field but its id and label.
+        data: keyByLabel(rawData, fields as Field[]), rawData,
       },
     },
   };

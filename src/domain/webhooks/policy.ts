@@ -15,7 +15,8 @@ export function parseRetryAfter(value: string | undefined, nowMs: number): numbe
   if (value === undefined) return null;
   const trimmed = value.trim();
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const at = Date.parse(trimmed);
+  // An HTTP date names its weekday and month; anything else (e.g. "-5") is unreadable.
+  const at = /[A-Za-z]/.test(trimmed) ? Date.parse(trimmed) : Number.NaN;
   return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
 }
 

@@ -81,7 +81,7 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     const patch = validate<FormPatch>(updateSchema, body);
     const form = await updateFormMetadata(em, organizationId, formId, patch).catch(slugTaken);
     if (!form) throw formNotFound();
-    app.formCache.invalidate(formId);
+    app.forgetForm(formId);
     const detail = await getFormDetail(em, organizationId, formId);
     return { status: 200, body: { form: presentFormDetail(detail!) } };
   }));
@@ -94,14 +94,14 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     const structure = structureOrFail(input.pages, input.fields);
     const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey);
     if (!detail) throw formNotFound();
-    app.formCache.invalidate(formId);
+    app.forgetForm(formId);
     return { status: 200, body: { form: presentFormDetail(detail) } };
   }));
 
   server.del(`/v1/forms/:formId`, authenticated(app, 'forms:write', async ({ em, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await softDeleteForm(em, organizationId, formId))) throw formNotFound();
-    app.formCache.invalidate(formId);
+    app.forgetForm(formId);
     return { status: 204 };
   }));
 }

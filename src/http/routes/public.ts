@@ -27,7 +27,7 @@ export function publicRefusalError(refusal: PublicRefusal): PublicError {
       errors: Object.fromEntries(refusal.errors.map((error) => [error.field, error.message])),
     });
     case 'captcha': return refusal.refusal === 'verification_unavailable'
-      ? new PublicError(503, { success: false, error: 'verification_unavailable' }, { 'Retry-After': 5 })
+      ? new PublicError(503, { success: false, error: 'service_unavailable', message: 'Bot verification is unavailable; retry later' }, { 'Retry-After': 5 })
       : new PublicError(422, { success: false, error: refusal.refusal });
     case 'quota_exceeded': return new PublicError(402, { success: false, error: 'limit_exceeded' });
     case 'payment_used': return new PublicError(409, {
@@ -45,29 +45,37 @@ function formIdOrNotFound(req: Request): string {
   return formId;
 }
 
-async function publishedForm(app: AppContext, formId: string): Promise<CachedForm> {
+/** The form if it is published; anything else is answered as missing. */
+export async function publishedForm(app: AppContext, formId: string): Promise<CachedForm | null> {
   const form = await app.formCache.get(formId);
-  if (!form || form.status !== 'published') throw publicErrors.formNotFound();
+  return form && form.status === 'published' ? form : null;
+}
+
+async function publishedFormOrNotFound(app: AppContext, formId: string): Promise<CachedForm> {
+  const form = await publishedForm(app, formId);
+  if (!form) throw publicErrors.formNotFound();
   return form;
 }
 
-/** The public form as the JSON endpoint and the hosted page serve it. */
-export function publicFormFor(app: AppContext, form: CachedForm): PublicFormJson {
-  return buildPublicForm(form, {
+/** Builds the public form as the JSON endpoint and the hosted page serve it, with a fresh analytics token. */
+export function publicFormBuilder(app: AppContext): (form: CachedForm) => PublicFormJson {
+  const tokenKey = analyticsTokenKey(app.encryptionKey);
+  return (form) => buildPublicForm(form, {
     siteKey: app.config.turnstileSiteKey,
-    analyticsToken: issueAnalyticsToken(analyticsTokenKey(app.encryptionKey), form.id),
+    analyticsToken: issueAnalyticsToken(tokenKey, form.id),
   });
 }
 
 export function registerPublicRoutes(server: Server, app: AppContext): void {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
+  const toPublicForm = publicFormBuilder(app);
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
 
   server.get('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
     const formId = formIdOrNotFound(req);
     await limitPublicRequest(app, res, `pub-get:${clientIp(req)}:${formId}`, publicRateLimitGet);
-    const form = await publishedForm(app, formId);
-    return { status: 200, body: publicFormFor(app, form), headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL } };
+    const form = await publishedFormOrNotFound(app, formId);
+    return { status: 200, body: toPublicForm(form), headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL } };
   }));
 
   server.post('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
@@ -82,13 +90,12 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   server.post('/public/forms/:formId/events', publicRoute(app, async (req: Request, res: Response) => {
     const formId = formIdOrNotFound(req);
     await limitPublicRequest(app, res, `pub-evt:${clientIp(req)}:${formId}`, publicRateLimitGet);
-    const body = parseJsonBody(req) as Record<string, unknown> | null;
-    await publishedForm(app, formId);
-    if (!verifyAnalyticsToken(tokenKey, body?.token, formId)) {
-      throw new PublicError(400, { success: false, error: 'invalid_token' });
-    }
-    if (!isAnalyticsEvent(body?.type)) throw publicErrors.invalidData('type must be one of view, start, complete');
-    await recordAnalyticsEvent(app.orm.em.fork(), formId, body!.type as 'view');
+    const body = parseJsonBody(req);
+    const { token, type } = (body && typeof body === 'object' ? body : {}) as Record<string, unknown>;
+    await publishedFormOrNotFound(app, formId);
+    if (!verifyAnalyticsToken(tokenKey, token, formId)) throw new PublicError(400, { success: false, error: 'invalid_token' });
+    if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete');
+    await recordAnalyticsEvent(app.orm.em.fork(), formId, type);
     return { status: 204 };
   }));
 }

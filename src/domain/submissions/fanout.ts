@@ -1,0 +1,95 @@
+import type { Em } from '../../db/orm';
+import { newId } from '../../lib/ids';
+import { activeIntegrations } from '../crm/hubspot';
+import {
+  buildSubmissionEvent, FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, type LabelledField, type SubmissionSnapshot,
+} from '../webhooks/events';
+
+export interface FanoutResult {
+  submissionFound: boolean;
+  /** Every delivery and sync of the submission still pending, including ones an earlier run created. */
+  deliveryIds: string[];
+  syncIds: string[];
+}
+
+interface Loaded {
+  submission: SubmissionSnapshot;
+  organizationId: string;
+  title: string;
+  settings: Record<string, any>;
+  fields: LabelledField[];
+  webhookIds: string[];
+}
+
+/** The submission, its form, the form's field labels and the matching enabled webhooks, in one round trip. */
+async function load(tx: Em, submissionId: string): Promise<Loaded | null> {
+  const [row] = await tx.execute(
+    `select s.id, s.organization_id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title, f.settings,
+            coalesce((select json_agg(json_build_object('id', ff.field_id, 'label', ff.label) order by ff.position, ff.pk)
+                        from form_fields ff where ff.form_id = s.form_id), '[]') as fields,
+            coalesce((select json_agg(w.id order by w.id) from webhooks w
+                       where w.organization_id = s.organization_id and w.enabled
+                         and (w.form_id is null or w.form_id = s.form_id) and w.events @> ?::jsonb), '[]') as webhook_ids
+       from submissions s join forms f on f.id = s.form_id
+      where s.id = ?`,
+    [JSON.stringify([SUBMISSION_CREATED]), submissionId],
+  );
+  if (!row) return null;
+  return {
+    submission: {
+      id: row.id, formId: row.form_id, createdAt: new Date(row.created_at), data: row.data,
+      submitterEmail: row.submitter_email, submitterName: row.submitter_name,
+    },
+    organizationId: row.organization_id, title: row.title, settings: row.settings, fields: row.fields, webhookIds: row.webhook_ids,
+  };
+}
+
+/**
+ * Inserts what is missing (the unique keys make a re-run insert nothing), marks the outbox row and
+ * answers every pending delivery and sync: new ones through RETURNING, earlier ones from the tables
+ * (a statement does not see its own inserts, so nothing is listed twice).
+ */
+const STORE_SQL = `
+with new_deliveries as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status)
+  select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending' from jsonb_array_elements(?::jsonb) x
+  on conflict (event_id, webhook_id) do nothing
+  returning id
+), new_syncs as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status)
+  select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'provider', 'pending' from jsonb_array_elements(?::jsonb) x
+  on conflict (submission_id, integration_index) do nothing
+  returning id
+), processed as (
+  update outbox set processed_at = now() where id = ? and processed_at is null returning id
+)
+select 'delivery' as kind, id from new_deliveries
+union all select 'delivery', id from webhook_deliveries where event_id = ? and status = 'pending'
+union all select 'sync', id from new_syncs
+union all select 'sync', id from crm_syncs where submission_id = ? and status = 'pending'`;
+
+/**
+ * One transaction: a delivery row per matching webhook and a sync row per CRM integration, keyed
+ * by (event, webhook) and (submission, integration) so that a re-run creates nothing new, and the
+ * outbox row marked processed. The caller enqueues the returned ids after commit.
+ */
+export async function fanOutSubmission(em: Em, job: { submissionId: string; outboxId: string }): Promise<FanoutResult> {
+  return em.transactional(async (tx) => {
+    const found = await load(tx, job.submissionId);
+    if (!found) {
+      await tx.execute('update outbox set processed_at = now() where id = ? and processed_at is null', [job.outboxId]);
+      return { submissionFound: false, deliveryIds: [], syncIds: [] };
+    }
+    const { submission, organizationId } = found;
+    const event = buildSubmissionEvent({ id: submission.formId, title: found.title }, submission, found.fields);
+    const deliveries = found.webhookIds.map((webhookId) => ({ id: newId('dlv'), webhookId }));
+    const syncs = activeIntegrations(found.settings).map(({ index, integration }) => ({ id: newId('crm'), index, provider: integration.type }));
+    const rows = await tx.execute(STORE_SQL, [
+      organizationId, event.id, FORM_SUBMISSION_CREATED, JSON.stringify(event), JSON.stringify(deliveries),
+      organizationId, submission.formId, submission.id, JSON.stringify(syncs),
+      job.outboxId, event.id, submission.id,
+    ]);
+    const idsOf = (kind: string) => rows.filter((r: any) => r.kind === kind).map((r: any) => r.id as string);
+    return { submissionFound: true, deliveryIds: idsOf('delivery'), syncIds: idsOf('sync') };
+  });
+}

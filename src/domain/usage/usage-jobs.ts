@@ -1,0 +1,67 @@
+import type { AppContext } from '../../app';
+import type { Em } from '../../db/orm';
+import { jobIds } from '../../queues/catalogue';
+import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
+
+/** Rows younger than this are left to the enqueue that follows their own commit. */
+const RELAY_MIN_AGE_SECONDS = 5;
+const RELAY_BATCH = 500;
+const IDEMPOTENCY_TTL_HOURS = 24;
+
+/**
+ * Hands outbox rows that never reached the queue (Redis was down, or the process died between
+ * commit and enqueue) to the fan-out. Rows stay unprocessed until the fan-out marks them; job ids
+ * derive from the submission, so a row relayed twice is queued once. `skip locked` lets several
+ * relays run without waiting on each other.
+ */
+export async function relayOutbox(app: AppContext): Promise<number> {
+  return app.orm.em.fork().transactional(async (tx) => {
+    const rows = await tx.execute(
+      `select id::text as id, payload from outbox
+        where processed_at is null and topic = 'submission.created' and created_at < now() - interval '${RELAY_MIN_AGE_SECONDS} seconds'
+        order by created_at limit ${RELAY_BATCH} for update skip locked`,
+    );
+    if (rows.length === 0) return 0;
+    await app.producer.queue('submissions').addBulk(rows.map((row: any) => ({
+      name: 'fanout',
+      data: { submissionId: row.payload.submissionId, outboxId: row.id },
+      opts: { jobId: jobIds.fanout(row.payload.submissionId) },
+    })));
+    return rows.length;
+  });
+}
+
+/** Submissions per organization, form and UTC month, recomputed for this month and the last. */
+export async function rollupUsage(em: Em): Promise<void> {
+  await em.execute(`
+    insert into usage_rollups as r (organization_id, form_id, month, submissions, updated_at)
+    select organization_id, form_id, to_char(created_at at time zone 'UTC', 'YYYY-MM'), count(*), now()
+      from submissions
+     where created_at >= date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' - interval '1 month'
+     group by 1, 2, 3
+    on conflict (organization_id, form_id, month)
+    do update set submissions = excluded.submissions, updated_at = now()
+     where r.submissions <> excluded.submissions`);
+}
+
+export interface MaintenanceReport {
+  idempotencyKeysDeleted: number;
+  webhooksDisabled: number;
+}
+
+/** Expired idempotency records go; webhooks failing for more than 5 days are disabled. */
+export async function runMaintenance(em: Em): Promise<MaintenanceReport> {
+  const deleted = await em.execute(
+    `delete from idempotency_keys where created_at < now() - interval '${IDEMPOTENCY_TTL_HOURS} hours'`, [], 'run',
+  );
+  const disabled = await em.execute(
+    `update webhooks set enabled = false, updated_at = now()
+      where enabled and failing_since < now() - (? * interval '1 millisecond')`, [AUTO_DISABLE_AFTER_MS], 'run',
+  );
+  return { idempotencyKeysDeleted: (deleted as any).affectedRows, webhooksDisabled: (disabled as any).affectedRows };
+}
+
+export async function outboxBacklog(em: Em): Promise<number> {
+  const [row] = await em.execute('select count(*)::int as n from outbox where processed_at is null');
+  return row.n;
+}

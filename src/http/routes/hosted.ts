@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Request, Response, Server } from 'restify';
+import type { AppContext } from '../../app';
+import { hostedPageCsp, renderHostedPage, renderNotFoundPage } from '../../public/hosted-page';
+import { describeError } from '../pipeline';
+import { PUBLIC_SECURITY_HEADERS } from '../public-pipeline';
+import { publicFormBuilder, publishedForm } from './public';
+import { formIdParam } from './schemas';
+
+/** Where scripts/build-browser.js puts the bundles (dist/public, next to dist/src). */
+const ASSET_DIR = path.resolve(__dirname, '../../../public');
+const ASSET_CACHE_CONTROL = 'public, max-age=300';
+
+interface Asset {
+  route: string;
+  file: string;
+  contentType: string;
+}
+
+const ASSETS: Asset[] = [
+  { route: '/embed.js', file: 'embed.js', contentType: 'text/javascript; charset=utf-8' },
+  { route: '/assets/form.js', file: 'form.js', contentType: 'text/javascript; charset=utf-8' },
+  { route: '/assets/form.css', file: 'form.css', contentType: 'text/css; charset=utf-8' },
+];
+
+function sendText(res: Response, status: number, contentType: string, body: string | Buffer, headers: Record<string, string> = {}): void {
+  for (const [name, value] of Object.entries({ ...PUBLIC_SECURITY_HEADERS, ...headers })) res.setHeader(name, value);
+  res.setHeader('Content-Type', contentType);
+  res.writeHead(status);
+  res.end(body);
+}
+
+function readAsset(app: AppContext, file: string): Buffer | null {
+  try {
+    return readFileSync(path.join(ASSET_DIR, file));
+  } catch {
+    app.logger.warn({ file: path.join(ASSET_DIR, file) }, 'browser asset missing: run `npm run build`');
+    return null;
+  }
+}
+
+export function registerHostedRoutes(server: Server, app: AppContext): void {
+  const toPublicForm = publicFormBuilder(app);
+  const scriptUrl = app.config.turnstileScriptUrl;
+
+  server.get('/f/:formId', async (req: Request, res: Response) => {
+    const notFound = () => sendText(res, 404, 'text/html; charset=utf-8', renderNotFoundPage(), { 'Cache-Control': 'no-store' });
+    try {
+      const formId = formIdParam(req);
+      const form = formId ? await publishedForm(app, formId) : null;
+      if (!form) return notFound();
+      // A nonce is only worth something if no two responses share it: never cache the page.
+      const nonce = randomBytes(18).toString('base64');
+      const html = renderHostedPage({ form: toPublicForm(form), assetBase: '', turnstileScriptUrl: scriptUrl, cspNonce: nonce });
+      sendText(res, 200, 'text/html; charset=utf-8', html, {
+        'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl),
+        'Cache-Control': 'no-store',
+      });
+    } catch (err) {
+      app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'hosted page failed');
+      sendText(res, 500, 'text/html; charset=utf-8', '<!doctype html><title>Error</title><p>Something went wrong. Please reload the page.</p>',
+        { 'Cache-Control': 'no-store' });
+    }
+  });
+
+  for (const asset of ASSETS) {
+    // Read once: the bundles do not change while the process runs.
+    const content = readAsset(app, asset.file);
+    server.get(asset.route, async (_req: Request, res: Response) => {
+      if (!content) return sendText(res, 404, 'text/plain; charset=utf-8', 'Not found', { 'Cache-Control': 'no-store' });
+      sendText(res, 200, asset.contentType, content, { 'Cache-Control': ASSET_CACHE_CONTROL });
+    });
+  }
+}

@@ -1,0 +1,147 @@
+import Joi from 'joi';
+import type { Request, Server } from 'restify';
+import type { AppContext } from '../../app';
+import type { Webhook, WebhookDelivery } from '../../domain/webhooks/entities';
+import { EVENT_ALIASES } from '../../domain/webhooks/events';
+import { maxAttempts } from '../../domain/webhooks/policy';
+import {
+  createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
+  sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound, type WebhookInput, type WebhookPatch,
+} from '../../domain/webhooks/webhook-service';
+import { jobIds } from '../../queues/catalogue';
+import { errors } from '../errors';
+import { authenticated } from '../pipeline';
+import { validate } from '../validation';
+import { FORM_ID } from './schemas';
+
+const WEBHOOK_ID = /^wh_[a-zA-Z0-9]+$/;
+const DELIVERY_ID = /^dlv_[a-zA-Z0-9]+$/;
+
+const fields = {
+  name: Joi.string().trim().min(1).max(200),
+  // Scheme and address rules are applied by assertSafeTarget, which knows the instance's policy.
+  url: Joi.string().max(2048),
+  events: Joi.array().min(1).max(10).items(Joi.string().valid(...Object.keys(EVENT_ALIASES))),
+  formId: Joi.string().pattern(FORM_ID).allow(null).messages({ 'string.pattern.base': 'formId must be a form id' }),
+  enabled: Joi.boolean(),
+};
+
+const createSchema = Joi.object({
+  ...fields,
+  name: fields.name.required(),
+  url: fields.url.required(),
+  events: fields.events.required(),
+}).required();
+
+const updateSchema = Joi.object(fields).min(1).required()
+  .messages({ 'object.min': 'body must change at least one of name, url, events, formId, enabled' });
+
+const listQuerySchema = Joi.object({
+  formId: Joi.string().pattern(FORM_ID).messages({ 'string.pattern.base': 'formId must be a form id' }),
+}).unknown(true);
+
+const pageQuerySchema = Joi.object({
+  limit: Joi.number().integer().min(1).max(100).default(50),
+  offset: Joi.number().integer().min(0).default(0),
+}).unknown(true);
+
+export function presentWebhook(webhook: Webhook) {
+  return {
+    id: webhook.id, name: webhook.name, url: webhook.url, events: webhook.events, formId: webhook.formId,
+    enabled: webhook.enabled, createdAt: webhook.createdAt.toISOString(), updatedAt: webhook.updatedAt.toISOString(),
+  };
+}
+
+export function presentDelivery(delivery: WebhookDelivery) {
+  return {
+    id: delivery.id, eventId: delivery.eventId, eventType: delivery.eventType, status: delivery.status,
+    attempts: delivery.attempts, lastStatusCode: delivery.lastStatusCode, lastError: delivery.lastError,
+    nextAttemptAt: delivery.nextAttemptAt?.toISOString() ?? null,
+    createdAt: delivery.createdAt.toISOString(), updatedAt: delivery.updatedAt.toISOString(),
+  };
+}
+
+function pathId(req: Request, name: string, pattern: RegExp): string | null {
+  const id = req.params?.[name];
+  return typeof id === 'string' && pattern.test(id) ? id : null;
+}
+
+const webhookNotFound = () => errors.notFound('Webhook not found');
+
+/** Domain refusals as the API shows them. */
+function translateRefusal(err: unknown): never {
+  if (err instanceof WebhookFormNotFound) throw errors.notFound('Form not found');
+  if (err instanceof UnsafeWebhookTarget) throw errors.validation([{ field: 'url', message: err.message }]);
+  throw err;
+}
+
+export function registerWebhookRoutes(server: Server, app: AppContext): void {
+  const targetPolicy = { allowPrivate: app.config.webhookAllowPrivateTargets };
+
+  server.get('/v1/webhooks', authenticated(app, 'webhooks:read', async ({ em, organizationId, req }) => {
+    const query = validate<{ formId?: string }>(listQuerySchema, req.query ?? {});
+    const webhooks = await listWebhooks(em, organizationId, query.formId);
+    return { status: 200, body: { webhooks: webhooks.map(presentWebhook) } };
+  }));
+
+  server.post('/v1/webhooks', authenticated(app, 'webhooks:write', async ({ em, organizationId, json }) => {
+    const input = validate<WebhookInput>(createSchema, json());
+    const { webhook, secret } = await createWebhook(em, organizationId, input, {
+      ...targetPolicy, encryptionKey: app.encryptionKey,
+    }).catch(translateRefusal);
+    return { status: 201, body: { webhook: { ...presentWebhook(webhook), secret } } };
+  }));
+
+  server.get('/v1/webhooks/:webhookId', authenticated(app, 'webhooks:read', async ({ em, organizationId, req }) => {
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    const webhook = id && (await findWebhook(em, organizationId, id));
+    if (!webhook) throw webhookNotFound();
+    return { status: 200, body: { webhook: presentWebhook(webhook) } };
+  }));
+
+  server.put('/v1/webhooks/:webhookId', authenticated(app, 'webhooks:write', async ({ em, organizationId, req, json }) => {
+    const body = json();
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    if (!id || !(await findWebhook(em, organizationId, id))) throw webhookNotFound();
+    const patch = validate<WebhookPatch>(updateSchema, body);
+    const webhook = await updateWebhook(em, organizationId, id, patch, targetPolicy).catch(translateRefusal);
+    if (!webhook) throw webhookNotFound();
+    return { status: 200, body: { webhook: presentWebhook(webhook) } };
+  }));
+
+  server.del('/v1/webhooks/:webhookId', authenticated(app, 'webhooks:write', async ({ em, organizationId, req }) => {
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    if (!id || !(await deleteWebhook(em, organizationId, id))) throw webhookNotFound();
+    return { status: 204 };
+  }));
+
+  server.get('/v1/webhooks/:webhookId/deliveries', authenticated(app, 'webhooks:read', async ({ em, organizationId, req }) => {
+    const page = validate<{ limit: number; offset: number }>(pageQuerySchema, req.query ?? {});
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    if (!id || !(await findWebhook(em, organizationId, id))) throw webhookNotFound();
+    const { items, total } = await listDeliveries(em, organizationId, id, page);
+    return { status: 200, body: { deliveries: items.map(presentDelivery), pagination: { ...page, total } } };
+  }));
+
+  server.post('/v1/webhooks/:webhookId/deliveries/:deliveryId/retry', authenticated(app, 'webhooks:write', async ({ em, organizationId, req }) => {
+    const webhookId = pathId(req, 'webhookId', WEBHOOK_ID);
+    const deliveryId = pathId(req, 'deliveryId', DELIVERY_ID);
+    if (!webhookId || !(await findWebhook(em, organizationId, webhookId))) throw webhookNotFound();
+    const delivery = deliveryId && (await resetDeliveryForRetry(em, organizationId, webhookId, deliveryId));
+    if (!delivery) throw errors.notFound('Delivery not found');
+    // A new job id: the earlier job for this delivery may still be retained by the queue.
+    await app.producer.add('webhooks', 'deliver', { deliveryId: delivery.id }, {
+      jobId: jobIds.deliver(delivery.id, Date.now()), attempts: maxAttempts(app.config.webhookRetryDelaysMs),
+    }).catch(() => {
+      throw errors.serviceUnavailable('The delivery queue is unavailable; retry later');
+    });
+    return { status: 202, body: { delivery: presentDelivery(delivery) } };
+  }));
+
+  server.post('/v1/webhooks/:webhookId/test', authenticated(app, 'webhooks:write', async ({ em, organizationId, req }) => {
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    const webhook = id && (await findWebhook(em, organizationId, id));
+    if (!webhook) throw webhookNotFound();
+    return { status: 200, body: await sendTestEvent(app.config, webhook, app.encryptionKey) };
+  }));
+}

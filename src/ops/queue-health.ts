@@ -1,0 +1,75 @@
+import type { Job, Queue } from 'bullmq';
+import type { AppContext } from '../app';
+import { QUEUE_NAMES } from '../queues/catalogue';
+
+export interface QueueStats {
+  name: string;
+  waiting: number;
+  active: number;
+  delayed: number;
+  failed: number;
+  completed: number;
+  paused: boolean;
+  /** null when nothing waits. */
+  oldestWaitingAgeSeconds: number | null;
+}
+
+export interface QueueHealth extends QueueStats {
+  /** Worker connections BullMQ sees for this queue. */
+  workers: number;
+}
+
+export interface QueueHealthReport {
+  queues: QueueHealth[];
+  outboxBacklog: number;
+}
+
+const COUNTED_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
+
+/**
+ * When the job became due: its creation plus its initial delay, or for a retry the start of the
+ * previous attempt (BullMQ keeps no trace of when a retry's backoff ended).
+ */
+export function dueSince(job: Pick<Job, 'timestamp' | 'opts' | 'processedOn' | 'attemptsMade'>): number {
+  const firstDue = job.timestamp + (job.opts.delay ?? 0);
+  return job.attemptsMade > 0 && job.processedOn ? Math.max(firstDue, job.processedOn) : firstDue;
+}
+
+/**
+ * One queue's counts in three commands sent together on one connection, whatever the number
+ * of jobs: a scrape or a health check never costs a round trip per job.
+ */
+export async function readQueueStats(queue: Queue, now = Date.now()): Promise<QueueStats> {
+  const [counts, oldest, paused] = await Promise.all([
+    // Asking for 'waiting' makes BullMQ count the 'paused' list too.
+    queue.getJobCounts(...COUNTED_STATES),
+    // New jobs are pushed at the head of the wait list, so the first one in ascending order is the oldest.
+    queue.getJobs(['wait'], 0, 0, true),
+    queue.isPaused(),
+  ]);
+  return {
+    name: queue.name,
+    waiting: (counts.waiting ?? 0) + (counts.paused ?? 0) + (counts.prioritized ?? 0),
+    active: counts.active ?? 0,
+    delayed: counts.delayed ?? 0,
+    failed: counts.failed ?? 0,
+    completed: counts.completed ?? 0,
+    paused,
+    oldestWaitingAgeSeconds: oldest[0] ? Math.max(0, now - dueSince(oldest[0])) / 1000 : null,
+  };
+}
+
+export async function readOutboxBacklog(app: AppContext): Promise<number> {
+  const [row] = await app.orm.em.getConnection().execute('select count(*)::int as n from outbox where processed_at is null');
+  return row.n;
+}
+
+export async function readQueueHealth(app: AppContext): Promise<QueueHealthReport> {
+  const queues = QUEUE_NAMES.map((name) => app.producer.queue(name));
+  const [stats, workers, outboxBacklog] = await Promise.all([
+    Promise.all(queues.map((queue) => readQueueStats(queue))),
+    Promise.all(queues.map((queue) => queue.getWorkersCount())),
+    readOutboxBacklog(app),
+  ]);
+  return { queues: stats.map((s, i) => ({ ...s, workers: workers[i] })), outboxBacklog };
+}

@@ -1,0 +1,46 @@
+import type { AppContext } from '../app';
+import { metrics } from '../lib/metrics';
+import { QUEUE_NAMES } from '../queues/catalogue';
+import { readOutboxBacklog, readQueueStats, type QueueStats } from './queue-health';
+
+export const SAMPLE_INTERVAL_MS = 10_000;
+
+const GAUGED_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const;
+
+function record(stats: QueueStats): void {
+  for (const state of GAUGED_STATES) metrics.queueJobs.set({ queue: stats.name, state }, stats[state]);
+  metrics.queueOldestWaitingAge.set({ queue: stats.name }, stats.oldestWaitingAgeSeconds ?? 0);
+}
+
+async function sampleOnce(app: AppContext): Promise<void> {
+  const [stats, backlog] = await Promise.all([
+    Promise.all(QUEUE_NAMES.map((name) => readQueueStats(app.producer.queue(name)))),
+    readOutboxBacklog(app),
+  ]);
+  stats.forEach(record);
+  metrics.outboxBacklog.set(backlog);
+}
+
+/**
+ * Queue gauges are sampled on a timer, not per scrape, so Redis sees a bounded load whatever the
+ * number of scrapers. Samples right away, then every intervalMs; a slow sample is never overlapped.
+ * Returns the function that stops it.
+ */
+export function startQueueSampler(app: AppContext, intervalMs = SAMPLE_INTERVAL_MS): () => void {
+  let running = false;
+  const sample = async () => {
+    if (running) return;
+    running = true;
+    try {
+      await sampleOnce(app);
+    } catch (err) {
+      app.logger.debug({ err: (err as Error).message }, 'queue sampling failed');
+    } finally {
+      running = false;
+    }
+  };
+  void sample();
+  const timer = setInterval(sample, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

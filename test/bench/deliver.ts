@@ -1,0 +1,210 @@
+import { randomBytes } from 'node:crypto';
+import IORedis from 'ioredis';
+import { loadConfig } from '../../config';
+import { prepareDatabase } from '../../src/app';
+import { initOrm } from '../../src/db/orm';
+import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
+import { createForm } from '../../src/domain/forms/form-service';
+import { normalizeStructure } from '../../src/domain/forms/structure';
+import { createWebhook } from '../../src/domain/webhooks/webhook-service';
+import { FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
+import { maxAttempts } from '../../src/domain/webhooks/policy';
+import { newId } from '../../src/lib/ids';
+import { jobIds } from '../../src/queues/catalogue';
+import { Producer } from '../../src/queues/producer';
+import { startReceiver, type Receiver } from '../support/fakes/receiver';
+import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
+import { benchEnvironment, percentile } from './support';
+
+/**
+ * Delivery benchmark (issue 4). Phase 1: a steady submission rate against the API process, with one
+ * submissions worker and one webhooks worker process; latency from each 201 to its delivery's
+ * arrival at a local receiver. Phase 2: a backlog of deliveries drained by one webhooks worker.
+ * Usage: npm run bench:deliver [-- --rate 200 --duration 20 --keys 20 --backlog 3000]
+ */
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const RATE = arg('rate', 200);
+const DURATION_S = arg('duration', 20);
+// Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
+const KEYS = arg('keys', Math.max(4, Math.ceil((RATE * 60 * 2) / 2000)));
+const BACKLOG = arg('backlog', 3000);
+
+const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
+
+async function waitForHealth(url: string, proc: ServiceProcess, what: string): Promise<void> {
+  try {
+    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  } catch {
+    await proc.stop('SIGKILL');
+    throw new Error(`${what} did not start:\n${proc.output()}`);
+  }
+}
+
+async function startEntry(entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT') {
+  const port = await freePort();
+  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHealth(url, proc, entry);
+  return { proc, url };
+}
+
+async function seed(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer) {
+  const orm = await initOrm(databaseUrl, 4);
+  try {
+    const em = orm.em.fork();
+    const { structure } = normalizeStructure({
+      pages: [],
+      fields: [
+        { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
+        { id: 'fld_topic', type: 'text', label: 'Topic', required: false, config: {}, validationRules: {}, order: 1 },
+      ],
+    }, (p) => newId(p));
+    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
+    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, encryptionKey);
+    const { webhook } = await createWebhook(em, org.id, { name: 'bench', url: receiverUrl, events: ['submission.created'] },
+      { allowPrivate: true, encryptionKey });
+    const keys: string[] = [];
+    for (let i = 0; i < KEYS; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
+    return { organizationId: org.id, formId: form.form.id, webhookId: webhook.id, keys };
+  } finally {
+    await orm.close();
+  }
+}
+
+/** Sends RATE requests/s for DURATION_S on a fixed schedule (not closed-loop), recording each 201. */
+async function steadyLoad(apiUrl: string, formId: string, keys: string[]) {
+  const created = new Map<string, number>();
+  let refused = 0;
+  const total = RATE * DURATION_S;
+  const start = performance.now();
+  const inflight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(fetch(`${apiUrl}/v1/forms/${formId}/submissions`, {
+      method: 'POST', body: body(i),
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${keys[i % keys.length]}` },
+    }).then(async (res) => {
+      const json: any = await res.json();
+      if (res.status === 201) created.set(json.submission.id, Date.now());
+      else refused++;
+    }, () => { refused++; }));
+  }
+  await Promise.all(inflight);
+  return { created, refused, seconds: (performance.now() - start) / 1000 };
+}
+
+function arrivalsBySubmission(receiver: Receiver, from = 0): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const d of receiver.deliveries.slice(from)) {
+    const id = JSON.parse(d.rawBody).data?.submission?.id;
+    if (id && !out.has(id)) out.set(id, d.receivedAt);
+  }
+  return out;
+}
+
+/** Commit → fan-out done, per submission: tells the fan-out's share of the latency from the delivery's. */
+async function fanoutLagMs(databaseUrl: string): Promise<number[]> {
+  const orm = await initOrm(databaseUrl, 1);
+  try {
+    const rows = await orm.em.getConnection().execute(
+      `select extract(epoch from (processed_at - created_at)) * 1000 as ms from outbox where processed_at is not null order by 1`,
+    );
+    return rows.map((r: any) => Math.round(Number(r.ms)));
+  } finally {
+    await orm.close();
+  }
+}
+
+async function enqueueBacklog(env: { databaseUrl: string; redisUrl: string; queuePrefix: string }, webhookId: string, organizationId: string) {
+  const orm = await initOrm(env.databaseUrl, 2);
+  const payload = JSON.stringify({ id: 'evt_bench', type: FORM_SUBMISSION_CREATED, data: { bench: true } });
+  const ids = Array.from({ length: BACKLOG }, () => newId('dlv'));
+  try {
+    const conn = orm.em.getConnection();
+    for (let i = 0; i < ids.length; i += 500) {
+      const chunk = ids.slice(i, i + 500);
+      await conn.execute(
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status)
+         select id, ?, ?, 'evt_backlog_' || id, ?, ?, 'pending' from unnest(string_to_array(?, ',')) as id`,
+        [webhookId, organizationId, FORM_SUBMISSION_CREATED, payload, chunk.join(',')],
+      );
+    }
+  } finally {
+    await orm.close();
+  }
+  const connection = new IORedis(env.redisUrl, { maxRetriesPerRequest: null });
+  const producer = new Producer(connection, env.queuePrefix);
+  const attempts = maxAttempts(loadConfig().webhookRetryDelaysMs);
+  for (let i = 0; i < ids.length; i += 500) {
+    await producer.queue('webhooks').addBulk(ids.slice(i, i + 500).map((deliveryId) => ({
+      name: 'deliver', data: { deliveryId }, opts: { jobId: jobIds.deliver(deliveryId), attempts },
+    })));
+  }
+  await producer.close();
+  connection.disconnect();
+}
+
+async function main(): Promise<void> {
+  const env = benchEnvironment('deliver');
+  const encryptionKey = randomBytes(32);
+  const common = {
+    DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix,
+    ENCRYPTION_KEY: encryptionKey.toString('base64'), WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+  };
+  const receiver = await startReceiver();
+  const processes: ServiceProcess[] = [];
+  try {
+    await prepareDatabase(loadConfig({ ...process.env, ...common }));
+    const seeded = await seed(env.databaseUrl, receiver.url, encryptionKey);
+
+    const api = await startEntry('src/api.js', common, 'PORT');
+    processes.push(api.proc);
+    for (const entry of ['workers/submissions.js', 'workers/webhooks.js']) {
+      processes.push((await startEntry(entry, common, 'METRICS_PORT')).proc);
+    }
+
+    // Phase 1: steady rate, 201 → arrival latency.
+    const load = await steadyLoad(api.url, seeded.formId, seeded.keys);
+    await waitUntil(() => arrivalsBySubmission(receiver).size >= load.created.size, 120_000, 200).catch(() => undefined);
+    const arrivals = arrivalsBySubmission(receiver);
+    const fanoutLag = await fanoutLagMs(env.databaseUrl);
+    const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
+
+    // Phase 2: a backlog drained by the one webhooks worker process (stopped while the backlog is queued).
+    await processes.pop()!.stop();
+    const before = receiver.deliveries.length;
+    await enqueueBacklog(env, seeded.webhookId, seeded.organizationId);
+    processes.push((await startEntry('workers/webhooks.js', common, 'METRICS_PORT')).proc);
+    await receiver.waitFor(before + BACKLOG, 300_000);
+    const drained = receiver.deliveries.slice(before);
+    const drainSeconds = (drained[drained.length - 1].receivedAt - drained[0].receivedAt) / 1000;
+
+    console.table([{
+      phase: `steady ${RATE}/s for ${DURATION_S}s`, submitted: RATE * DURATION_S, created: load.created.size,
+      refused: load.refused, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
+      p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), maxMs: latencies[latencies.length - 1],
+      fanoutLagP50ms: percentile(fanoutLag, 50), fanoutLagP99ms: percentile(fanoutLag, 99),
+    }]);
+    console.table([{
+      phase: 'backlog drain, 1 webhooks worker', deliveries: BACKLOG,
+      concurrency: loadConfig({ ...process.env, ...common }).workerConcurrency,
+      seconds: Number(drainSeconds.toFixed(2)), deliveriesPerSecond: Math.round((BACKLOG - 1) / drainSeconds),
+    }]);
+  } finally {
+    await Promise.all(processes.map((p) => p.stop()));
+    await receiver.close();
+    await env.cleanup();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import { Queue } from 'bullmq';
+import IORedis from 'ioredis';
+import { loadConfig } from '../../config';
+import { prepareDatabase } from '../../src/app';
+import { initOrm } from '../../src/db/orm';
+import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
+import { createForm } from '../../src/domain/forms/form-service';
+import { normalizeStructure } from '../../src/domain/forms/structure';
+import { createWebhook } from '../../src/domain/webhooks/webhook-service';
+import { newId } from '../../src/lib/ids';
+import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
+import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
+import { benchEnvironment, percentile } from './support';
+
+/**
+ * Horizontal scaling benchmark (issue 6): two API processes, one submissions (fan-out) worker, one
+ * usage worker (outbox relay), and 1, 2, 4 webhooks worker processes delivering to one local
+ * receiver that answers in RECEIVER_MS. Per worker count:
+ *   drain   — a batch is submitted while webhooks workers are stopped; once fanned out, the workers
+ *             start together and the time from the first to the last arrival gives deliveries/s;
+ *   latency — the same batch submitted with the workers running: 201 → arrival at the receiver.
+ * Every delivery must arrive once: distinct X-Service-Delivery ids == deliveries received.
+ * Usage: npm run bench:scaling [-- --submissions 3000 --workers 1,2,4 --concurrency 10 --receiver-ms 50 --clients 32 --keys 40]
+ */
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const SUBMISSIONS = Number(arg('submissions', '3000'));
+const WORKER_COUNTS = arg('workers', '1,2,4').split(',').map(Number);
+const CONCURRENCY = Number(arg('concurrency', '10'));
+const RECEIVER_MS = Number(arg('receiver-ms', '50'));
+const CLIENTS = Number(arg('clients', '32'));
+const KEYS = Number(arg('keys', '40'));
+const ARRIVAL_TIMEOUT_MS = 600_000;
+
+type Env = Record<string, string>;
+
+async function startEntry(entry: string, env: Env, portVar: 'PORT' | 'METRICS_PORT'): Promise<{ proc: ServiceProcess; url: string }> {
+  const port = await freePort();
+  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  } catch {
+    await proc.stop('SIGKILL');
+    throw new Error(`${entry} did not start:\n${proc.output()}`);
+  }
+  return { proc, url };
+}
+
+async function seed(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer) {
+  const orm = await initOrm(databaseUrl, 2);
+  try {
+    const em = orm.em.fork();
+    const { structure } = normalizeStructure({
+      pages: [],
+      fields: [
+        { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
+        { id: 'fld_topic', type: 'text', label: 'Topic', required: false, config: {}, validationRules: {}, order: 1 },
+      ],
+    }, (p) => newId(p));
+    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
+    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, encryptionKey);
+    await createWebhook(em, org.id, { name: 'bench', url: receiverUrl, events: ['submission.created'] }, { allowPrivate: true, encryptionKey });
+    const keys: string[] = [];
+    for (let i = 0; i < KEYS; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
+    return { formId: form.form.id, keys };
+  } finally {
+    await orm.close();
+  }
+}
+
+/** SUBMISSIONS requests from CLIENTS concurrent clients, alternating APIs and keys; the time of each 201. */
+async function submitBatch(apiUrls: string[], formId: string, keys: string[], round: string) {
+  const created = new Map<string, number>();
+  let refused = 0;
+  let next = 0;
+  const started = performance.now();
+  const client = async () => {
+    for (let i = next++; i < SUBMISSIONS; i = next++) {
+      const res = await fetch(`${apiUrls[i % apiUrls.length]}/v1/forms/${formId}/submissions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${keys[i % keys.length]}` },
+        body: JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: round } }),
+      }).catch(() => null);
+      const json: any = await res?.json().catch(() => null);
+      if (res?.status === 201) created.set(json.submission.id, Date.now());
+      else refused++;
+    }
+  };
+  await Promise.all(Array.from({ length: CLIENTS }, client));
+  return { created, refused, ingestPerSecond: Math.round(created.size / ((performance.now() - started) / 1000)) };
+}
+
+const submissionOf = (d: Delivery): string => JSON.parse(d.rawBody).data.submission.id;
+
+/** Waits until every created submission has arrived, then a moment more so a late duplicate shows. */
+async function arrivalsOf(receiver: Receiver, from: number, created: Map<string, number>): Promise<Delivery[]> {
+  const arrived = () => new Set(receiver.deliveries.slice(from).map(submissionOf).filter((id) => created.has(id)));
+  await waitUntil(() => arrived().size >= created.size, ARRIVAL_TIMEOUT_MS, 200);
+  await new Promise((r) => setTimeout(r, 1_000));
+  return receiver.deliveries.slice(from);
+}
+
+function summarize(deliveries: Delivery[], created: Map<string, number>) {
+  const distinctDeliveryIds = new Set(deliveries.map((d) => d.headers['x-service-delivery'])).size;
+  const latencies = deliveries.map((d) => d.receivedAt - created.get(submissionOf(d))!).sort((a, b) => a - b);
+  const arrivals = deliveries.map((d) => d.receivedAt).sort((a, b) => a - b);
+  const seconds = (arrivals[arrivals.length - 1] - arrivals[0]) / 1000;
+  return {
+    received: deliveries.length,
+    duplicates: deliveries.length - distinctDeliveryIds,
+    perSecond: Math.round((deliveries.length - 1) / seconds),
+    p50ms: percentile(latencies, 50),
+    p99ms: percentile(latencies, 99),
+  };
+}
+
+async function main(): Promise<void> {
+  const env = benchEnvironment('scaling');
+  const encryptionKey = randomBytes(32);
+  const common: Env = {
+    DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix,
+    ENCRYPTION_KEY: encryptionKey.toString('base64'), WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WORKER_CONCURRENCY: String(CONCURRENCY), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+  };
+  const receiver = await startReceiver({ respond: () => ({ status: 200, delayMs: RECEIVER_MS }) });
+  const connection = new IORedis(env.redisUrl, { maxRetriesPerRequest: null });
+  const webhooksQueue = new Queue('webhooks', { connection, prefix: env.queuePrefix });
+  const resident: ServiceProcess[] = [];
+  const rows: Record<string, unknown>[] = [];
+  try {
+    await prepareDatabase(loadConfig({ ...process.env, ...common }));
+    const { formId, keys } = await seed(env.databaseUrl, receiver.url, encryptionKey);
+    const apis = await Promise.all([0, 1].map(() => startEntry('src/api.js', common, 'PORT')));
+    const helpers = await Promise.all(['workers/submissions.js', 'workers/usage.js'].map((e) => startEntry(e, common, 'METRICS_PORT')));
+    resident.push(...apis.map((a) => a.proc), ...helpers.map((h) => h.proc));
+    const apiUrls = apis.map((a) => a.url);
+
+    for (const count of WORKER_COUNTS) {
+      // drain: the fan-out fills the webhooks queue while it is paused and its workers start.
+      await webhooksQueue.pause();
+      let from = receiver.deliveries.length;
+      const backlog = await submitBatch(apiUrls, formId, keys, `drain-${count}`);
+      await waitUntil(async () => {
+        // Asking for 'waiting' counts the 'paused' list too.
+        const counts = await webhooksQueue.getJobCounts('waiting');
+        return counts.waiting + counts.paused >= backlog.created.size;
+      }, 120_000, 200);
+      const workers = await Promise.all(Array.from({ length: count }, () => startEntry('workers/webhooks.js', common, 'METRICS_PORT')));
+      await webhooksQueue.resume();
+      const drain = summarize(await arrivalsOf(receiver, from, backlog.created), backlog.created);
+
+      // latency: the same batch with the workers already running.
+      from = receiver.deliveries.length;
+      const live = await submitBatch(apiUrls, formId, keys, `live-${count}`);
+      const latency = summarize(await arrivalsOf(receiver, from, live.created), live.created);
+      await Promise.all(workers.map((w) => w.proc.stop()));
+
+      rows.push({
+        webhookWorkers: count, concurrencyEach: CONCURRENCY,
+        drainDeliveriesPerSec: drain.perSecond, liveDeliveriesPerSec: latency.perSecond,
+        ingestPerSec: live.ingestPerSecond, p50ms: latency.p50ms, p99ms: latency.p99ms,
+        delivered: drain.received + latency.received, expected: backlog.created.size + live.created.size,
+        duplicates: drain.duplicates + latency.duplicates, refused: backlog.refused + live.refused,
+      });
+      console.log(`done: ${count} webhooks worker(s)`);
+    }
+    console.log(`\n${SUBMISSIONS} submissions per phase over 2 APIs and ${KEYS} keys, ${CLIENTS} concurrent clients; receiver answers in ${RECEIVER_MS} ms; WORKER_CONCURRENCY=${CONCURRENCY}`);
+    console.table(rows);
+    const duplicates = rows.reduce((sum, r) => sum + Number(r.duplicates), 0);
+    console.log(duplicates ? `FAIL: ${duplicates} deliveries arrived more than once` : 'OK: every delivery arrived exactly once');
+    if (duplicates) process.exitCode = 1;
+  } finally {
+    await Promise.all(resident.map((p) => p.stop()));
+    await webhooksQueue.close();
+    connection.disconnect();
+    await receiver.close();
+    await env.cleanup();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import IORedis from 'ioredis';
+import { loadConfig } from '../../config';
+import { createAppContext, type AppContext } from '../../src/app';
+import { createLogger } from '../../src/lib/logger';
+import type { QueueName } from '../../src/queues/catalogue';
+import { startWorkers, type RunningWorkers } from '../../workers/runtime';
+import { startTestApp, type TestApp } from './harness';
+
+/** Short retry delays so retry paths run in milliseconds. */
+export const FAST_RETRIES = '100,200,300';
+
+/** A queue prefix of its own, so stacks with different settings never take each other's jobs. */
+export function freshQueuePrefix(): string {
+  return `${process.env.QUEUE_PREFIX ?? 'fstest'}x${randomBytes(3).toString('hex')}`;
+}
+
+export interface InProcessWorkers {
+  app: AppContext;
+  workers: RunningWorkers;
+  close(): Promise<void>;
+}
+
+export async function startInProcessWorkers(queues: readonly QueueName[], env: Record<string, string>): Promise<InProcessWorkers> {
+  const app = await createAppContext(loadConfig({ ...process.env, ...env }), createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'));
+  const workers = await startWorkers(app, queues);
+  return {
+    app, workers,
+    async close() {
+      await workers.close();
+      await app.close();
+    },
+  };
+}
+
+export interface Stack {
+  api: TestApp;
+  workers: InProcessWorkers | null;
+  env: Record<string, string>;
+  prefix: string;
+  close(): Promise<void>;
+}
+
+/** The API plus, optionally, in-process workers for some queues, sharing one fresh queue prefix. */
+export async function startStack(queues: readonly QueueName[], env: Record<string, string> = {}): Promise<Stack> {
+  const prefix = freshQueuePrefix();
+  const fullEnv = { QUEUE_PREFIX: prefix, WEBHOOK_RETRY_DELAYS_MS: FAST_RETRIES, ...env };
+  const api = await startTestApp(fullEnv);
+  const workers = queues.length ? await startInProcessWorkers(queues, fullEnv) : null;
+  return {
+    api, workers, env: fullEnv, prefix,
+    async close() {
+      await workers?.close();
+      await api.close();
+      await deleteQueueKeys(prefix);
+    },
+  };
+}
+
+export async function deleteQueueKeys(prefix: string): Promise<void> {
+  const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      if (keys.length) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Polls until `check` returns a truthy value; rejects with `what` after timeoutMs. */
+export async function waitUntil<T>(what: string, check: () => Promise<T>, timeoutMs = 5_000, intervalMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export interface WorkerChild {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the exit code (or signal name). */
+  exited: Promise<number | string>;
+}
+
+/** `node dist/workers/<name>.js` as a child process, with the test run's environment plus `env`. */
+export function spawnWorker(name: 'webhooks' | 'submissions' | 'crm' | 'usage' | 'all', env: Record<string, string>): WorkerChild {
+  const script = path.resolve(__dirname, `../../workers/${name}.js`);
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, HOST: '127.0.0.1', METRICS_PORT: '0', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => { output += chunk; });
+  child.stderr!.on('data', (chunk) => { output += chunk; });
+  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  return { child, output: () => output, exited };
+}

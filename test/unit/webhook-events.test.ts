@@ -1,0 +1,98 @@
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { seal } from '../../src/lib/crypto';
+import type { Field } from '../../src/domain/forms/types';
+import {
+  buildSubmissionEvent, buildTestEvent, deliveryHeaders, eventIdForSubmission, normalizeEvents,
+} from '../../src/domain/webhooks/events';
+import { verifySignature } from '../../src/domain/webhooks/signing';
+
+const field = (id: string, label: string, extra: Partial<Field> = {}): Field =>
+  ({ id, type: 'text', label, required: false, config: {}, validationRules: {}, order: 0, ...extra }) as Field;
+
+describe('webhook events', () => {
+  describe('normalizeEvents', () => {
+    const cases: [string[], string[]][] = [
+      [['submission.created'], ['submission.created']],
+      [['form.submission.created'], ['submission.created']],
+      [['form.submission.created', 'submission.created'], ['submission.created']],
+    ];
+    for (const [input, expected] of cases) {
+      it(`${JSON.stringify(input)} → ${JSON.stringify(expected)}`, () => {
+        expect(normalizeEvents(input)).to.deep.equal(expected);
+      });
+    }
+  });
+
+  it('derives one event id per submission, the same every time', () => {
+    expect(eventIdForSubmission('sub_Ab12Cd')).to.equal('evt_Ab12Cd');
+    expect(eventIdForSubmission('sub_Ab12Cd')).to.equal(eventIdForSubmission('sub_Ab12Cd'));
+    expect(eventIdForSubmission('sub_Ab12Ce')).to.not.equal(eventIdForSubmission('sub_Ab12Cd'));
+  });
+
+  describe('buildSubmissionEvent', () => {
+    const key = randomBytes(32);
+    const createdAt = new Date('2026-11-03T16:41:05.000Z');
+    const submission = {
+      id: 'sub_4Rt7Vb2Nq', formId: 'form_8Hk2Lq9xZ', createdAt, submitterEmail: 'ada@example.com', submitterName: null,
+      data: { fld_email: 'ada@example.com', fld_secret: seal('"Ada"', key), fld_gone: 'kept' },
+    };
+    const fields = [field('fld_email', 'Email'), field('fld_secret', 'Full name')];
+    const event = buildSubmissionEvent({ id: 'form_8Hk2Lq9xZ', title: 'Contact us' }, submission, fields);
+
+    it('has exactly the CONTRACT §7 shape', () => {
+      expect(event).to.deep.equal({
+        id: 'evt_4Rt7Vb2Nq',
+        type: 'form.submission.created',
+        createdAt: '2026-11-03T16:41:05.000Z',
+        data: {
+          form: { id: 'form_8Hk2Lq9xZ', title: 'Contact us' },
+          submission: {
+            id: 'sub_4Rt7Vb2Nq', formId: 'form_8Hk2Lq9xZ', createdAt: '2026-11-03T16:41:05.000Z',
+            submitterEmail: 'ada@example.com', submitterName: null,
+            data: { Email: 'ada@example.com', 'Full name': 'Redacted', fld_gone: 'kept' },
+            rawData: { fld_email: 'ada@example.com', fld_secret: 'Redacted', fld_gone: 'kept' },
+          },
+        },
+      });
+    });
+
+    it('is identical when built again, so a re-run stores the same payload', () => {
+      expect(JSON.stringify(buildSubmissionEvent({ id: 'form_8Hk2Lq9xZ', title: 'Contact us' }, submission, fields)))
+        .to.equal(JSON.stringify(event));
+    });
+  });
+
+  it('builds a test event naming the webhook', () => {
+    const now = new Date('2026-11-03T17:02:44.000Z');
+    expect(buildTestEvent('evt_1', 'wh_1', now)).to.deep.equal({
+      id: 'evt_1', type: 'webhook.test', createdAt: '2026-11-03T17:02:44.000Z', data: { webhookId: 'wh_1' },
+    });
+  });
+
+  describe('deliveryHeaders', () => {
+    const body = '{"id":"evt_1"}';
+    const headers = deliveryHeaders({
+      secret: 'whsec_x', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', nowSeconds: 1_793_810_465,
+    });
+
+    it('carries the fixed headers of CONTRACT §7', () => {
+      expect(headers).to.include({
+        'Content-Type': 'application/json',
+        'User-Agent': 'FormService-Webhooks/1',
+        'X-Service-Timestamp': '1793810465',
+        'X-Service-Event': 'form.submission.created',
+        'X-Service-Delivery': 'dlv_1',
+      });
+    });
+
+    it('is signed so that a receiver verifying with the secret accepts it, and with another secret rejects it', () => {
+      const check = (secret: string) => verifySignature({
+        secret, signature: headers['X-Service-Signature'], timestamp: headers['X-Service-Timestamp'], rawBody: body,
+        nowSeconds: 1_793_810_465,
+      });
+      expect(check('whsec_x')).to.equal(true);
+      expect(check('whsec_y')).to.equal(false);
+    });
+  });
+});

@@ -1,0 +1,4 @@
+import { QUEUE_NAMES } from '../src/queues/catalogue';
+import { runWorkerProcess } from './process';
+
+runWorkerProcess(QUEUE_NAMES);

@@ -1,0 +1,3 @@
+import { runWorkerProcess } from './process';
+
+runWorkerProcess(['crm']);

@@ -1,0 +1,46 @@
+import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import type { AppContext } from '../../src/app';
+import { attemptCrmSync, type ConnectionPauses } from '../../src/domain/crm/crm-sync';
+import type { JobPayload } from '../../src/queues/catalogue';
+import { RetryLaterError } from '../backoff';
+
+/** Pauses live in Redis so every crm worker process honours them; without Redis, nothing is paused. */
+function redisPauses(app: AppContext): ConnectionPauses {
+  const key = (connectionId: string) => `${app.config.queuePrefix}:crm-pause:${connectionId}`;
+  return {
+    async remainingMs(connectionId) {
+      return Math.max(0, await app.redis.pttl(key(connectionId)).catch(() => 0));
+    },
+    async pause(connectionId, ms) {
+      await app.redis.set(key(connectionId), '1', 'PX', Math.max(1, ms)).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * HubSpot 429: the job that got it retries after Retry-After (a delayed retry through the backoff),
+ * and the connection is paused so its other syncs wait too. A job that finds its connection paused
+ * is moved back to delayed without spending an attempt.
+ */
+export async function sync(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>) {
+  const run = await attemptCrmSync(app, job.data.syncId, { number: job.attemptsMade + 1, max: job.opts.attempts ?? 1 }, redisPauses(app));
+  switch (run.kind) {
+    case 'skipped':
+    case 'unsyncable':
+      return run;
+    case 'paused':
+      await job.moveToDelayed(Date.now() + run.remainingMs, job.token);
+      throw new DelayedError();
+  }
+  const { decision, result } = run;
+  const reason = result.error ?? '';
+  switch (decision.kind) {
+    case 'succeeded':
+      return { statusCode: result.statusCode };
+    case 'retry':
+      if (decision.retryAfterMs !== null) throw new RetryLaterError(reason, decision.retryAfterMs);
+      throw new Error(reason);
+    case 'failed':
+      throw new UnrecoverableError(decision.permanent ? `not retryable: ${reason}` : `retries exhausted: ${reason}`);
+  }
+}

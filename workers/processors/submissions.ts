@@ -1,0 +1,22 @@
+import type { Job } from 'bullmq';
+import type { AppContext } from '../../src/app';
+import { fanOutSubmission } from '../../src/domain/submissions/fanout';
+import { maxAttempts } from '../../src/domain/webhooks/policy';
+import type { JobPayload } from '../../src/queues/catalogue';
+import { jobIds } from '../../src/queues/catalogue';
+
+/**
+ * Creates the deliveries and syncs of one submission, then queues them. Enqueuing happens after
+ * commit; if it fails the job is retried, and the re-run finds the same rows and queues them again.
+ */
+export async function fanout(app: AppContext, job: Job<JobPayload<'submissions', 'fanout'>>) {
+  const result = await fanOutSubmission(app.orm.em.fork(), job.data);
+  const attempts = maxAttempts(app.config.webhookRetryDelaysMs);
+  await Promise.all([
+    ...result.deliveryIds.map((deliveryId) =>
+      app.producer.add('webhooks', 'deliver', { deliveryId }, { jobId: jobIds.deliver(deliveryId), attempts })),
+    ...result.syncIds.map((syncId) =>
+      app.producer.add('crm', 'sync', { syncId }, { jobId: jobIds.crmSync(syncId), attempts })),
+  ]);
+  return { submissionFound: result.submissionFound, deliveries: result.deliveryIds.length, syncs: result.syncIds.length };
+}
