@@ -28,6 +28,7 @@ export interface Config {
   workerConcurrency: number;
   queuePrefix: string;
   dbPoolMax: number;
+  workerLockMs: number;
 }
 
 const delayList = Joi.string()
@@ -68,6 +69,7 @@ const schema = Joi.object({
   WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
   QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
+  WORKER_LOCK_MS: Joi.number().integer().min(500).max(600_000).default(30_000),
 }).unknown(true);
 
 export class ConfigError extends Error {}
@@ -104,5 +106,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     workerConcurrency: v.WORKER_CONCURRENCY,
     queuePrefix: v.QUEUE_PREFIX,
     dbPoolMax: v.DB_POOL_MAX,
+    workerLockMs: v.WORKER_LOCK_MS,
   });
 }

@@ -2,9 +2,9 @@ import { ConfigError, loadConfig } from '../config';
 import { createAppContext } from '../src/app';
 import { createLogger } from '../src/lib/logger';
 import { onShutdown } from '../src/lib/shutdown';
+import { startQueueSampler } from '../src/ops/queue-sampler';
 import type { QueueName } from '../src/queues/catalogue';
 import { startOpsServer } from './ops-server';
-import { startQueueSampler } from './queue-sampler';
 import { startWorkers } from './runtime';
 
 /**
@@ -16,13 +16,13 @@ async function runWorkers(queues: readonly QueueName[]): Promise<void> {
   const logger = createLogger(config.logLevel);
   const app = await createAppContext(config, logger);
   const workers = await startWorkers(app, queues);
-  const sampler = startQueueSampler(app);
+  const stopSampler = startQueueSampler(app);
   const ops = await startOpsServer(app, config.metricsPort, config.host);
   logger.info({ queues, metricsPort: ops.port }, 'workers started');
   onShutdown(logger, [
     async () => ops.markDraining(),
     () => workers.close(),
-    async () => sampler.stop(),
+    async () => stopSampler(),
     () => ops.close(),
     () => app.close(),
   ]);

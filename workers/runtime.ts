@@ -42,6 +42,9 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
       connection: blockingRedis(app.config.redisUrl),
       prefix: app.config.queuePrefix,
       concurrency: app.config.workerConcurrency,
+      // A job whose worker died is taken over once its lock lapses and the stall check runs.
+      lockDuration: app.config.workerLockMs,
+      stalledInterval: app.config.workerLockMs,
       settings: { backoffStrategy: backoffStrategy(app.config.webhookRetryDelaysMs) },
     });
     worker.on('failed', (job, err) => {

@@ -92,9 +92,10 @@ async function main(): Promise<void> {
       const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, Buffer.alloc(32));
       for (let i = o; i < KEYS; i += ORGS) {
         const { key } = await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] });
-        targets.push({ key, path: `/v1/forms/${form.form.id}/submissions` });
+        targets[i] = { key, path: `/v1/forms/${form.form.id}/submissions` };
       }
     }
+    // targets[i] belongs to organization i % ORGS, so consecutive requests go to different organizations.
     await orm.close();
 
     const service = await startProcess(ENTRY, { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },

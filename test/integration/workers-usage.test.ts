@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { outboxBacklog, relayOutbox, rollupUsage, runMaintenance } from '../../src/domain/usage/usage-jobs';
+import { relayOutbox, rollupUsage, runMaintenance } from '../../src/domain/usage/usage-jobs';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
 import { startStack, type Stack } from '../support/worker-stack';
@@ -29,8 +29,8 @@ describe('usage queue jobs', () => {
     const queue = stack.api.app.producer.queue('submissions');
     await queue.remove(jobIds.fanout(old));
     await queue.remove(jobIds.fanout(young));
-    await em().execute(`update outbox set created_at = now() - interval '10 seconds' where payload->>'submissionId' = ?`, [old]);
-    expect(await outboxBacklog(em())).to.be.at.least(2);
+    // Oldest rows are relayed first; other test files may have left unconsumed rows behind.
+    await em().execute(`update outbox set created_at = now() - interval '10 years' where payload->>'submissionId' = ?`, [old]);
 
     expect(await relayOutbox(stack.api.app)).to.be.at.least(1);
     const relayed = await queue.getJob(jobIds.fanout(old));

@@ -81,7 +81,8 @@ export async function bootstrapDefaultOrganization(em: Em): Promise<{ organizati
     await tx.getConnection().execute('select pg_advisory_xact_lock(726354001)', [], 'all', tx.getTransactionContext());
     if ((await tx.count(Organization, {})) > 0) return null;
     const org = Object.assign(new Organization(), { id: newId('org'), name: 'default', plan: 'enterprise' as Plan });
-    tx.persist(org);
+    // Keys reference the organization by a plain column, so its row must exist first.
+    await tx.persistAndFlush(org);
     const generated = generateApiKey();
     tx.persist(Object.assign(new ApiKey(), {
       id: newId('key'), organizationId: org.id, name: 'default', keyHash: generated.keyHash,

@@ -60,8 +60,3 @@ export async function runMaintenance(em: Em): Promise<MaintenanceReport> {
   );
   return { idempotencyKeysDeleted: (deleted as any).affectedRows, webhooksDisabled: (disabled as any).affectedRows };
 }
-
-export async function outboxBacklog(em: Em): Promise<number> {
-  const [row] = await em.execute('select count(*)::int as n from outbox where processed_at is null');
-  return row.n;
-}
