@@ -1,6 +1,7 @@
 import { Worker, type Job } from 'bullmq';
 import type { AppContext } from '../src/app';
 import { blockingRedis } from '../src/app';
+import { jobLogger } from '../src/lib/logger';
 import { metrics } from '../src/lib/metrics';
 import { JOB_NAMES, type QueueName } from '../src/queues/catalogue';
 import { backoffStrategy } from './backoff';
@@ -49,8 +50,12 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
     });
     worker.on('failed', (job, err) => {
       const final = !job || job.attemptsMade >= (job.opts.attempts ?? 1);
+      // attemptsMade already counts the attempt that failed; jobLogger names the attempt being run.
+      const log = job
+        ? jobLogger(app.logger, { id: job.id, name: job.name, queueName: queue, attemptsMade: job.attemptsMade - 1 })
+        : app.logger.child({ queue });
       // Only the final failure is worth an error line; earlier ones are retries by design.
-      app.logger[final ? 'error' : 'debug']({ queue, jobId: job?.id, attempt: job?.attemptsMade, err: err.message }, 'job failed');
+      log[final ? 'error' : 'debug']({ err: err.message }, final ? 'job failed for good' : 'job attempt failed');
     });
     worker.on('error', (err) => app.logger.debug({ queue, err: err.message }, 'worker connection error'));
     return worker;

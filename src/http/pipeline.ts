@@ -86,8 +86,11 @@ export function authenticated(app: AppContext, scope: Scope, handler: AuthedHand
 
       if (!hasScope(key.scopes, scope)) throw errors.forbidden(scope);
 
+      let em: Em | undefined;
       const ctx: AuthedContext = {
-        app, req, key, organizationId: key.organizationId, em: app.orm.em.fork(),
+        app, req, key, organizationId: key.organizationId,
+        // Forked on first use: the submission path never needs an EntityManager.
+        get em() { return (em ??= app.orm.em.fork()); },
         json: () => parseJsonBody(req),
       };
       sendReply(res, await handler(ctx));

@@ -1,4 +1,4 @@
-import type { Logger } from './logger';
+import { flushLogger, type Logger } from './logger';
 
 const SHUTDOWN_DEADLINE_MS = 30_000;
 
@@ -16,6 +16,7 @@ export function onShutdown(logger: Logger, steps: Array<() => Promise<unknown>>)
     for (const step of steps) {
       await step().catch((err) => logger.error({ err }, 'shutdown step failed'));
     }
+    await flushLogger(logger);
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
