@@ -35,7 +35,9 @@ const RETENTION = {
 };
 
 export const DEFAULT_JOB_OPTIONS: { [Q in QueueName]: JobsOptions } = {
-  submissions: { ...RETENTION, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
+  // One fan-out per submission: keeping each completed one would cost Redis work on the hot path and
+  // show nothing the outbox does not (processed_at). Failures are kept like everywhere else.
+  submissions: { ...RETENTION, removeOnComplete: true, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
   // Webhook and CRM retries follow the configured delay list (see workers/backoff.ts).
   webhooks: { ...RETENTION, backoff: { type: 'webhook-schedule' } },
   crm: { ...RETENTION, backoff: { type: 'webhook-schedule' } },

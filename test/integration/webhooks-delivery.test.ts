@@ -240,3 +240,44 @@ describe('webhook Retry-After', () => {
     expect(delivery.attempts).to.equal(2);
   });
 });
+
+describe('fan-out without workers running', () => {
+  // No workers: only the calls in the test fan out, so their results are not raced.
+  let quiet: Stack;
+  before(async () => { quiet = await startStack([]); });
+  after(async () => quiet.close());
+
+  it('marks the outbox row processed in one step when nothing listens, and fans out once something does', async () => {
+    const tenant = await createTenant(quiet.api.app);
+    const quietForm = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
+    const other = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
+    // a webhook of another form and a disabled one do not listen to `quietForm`
+    const receiver = await startReceiver();
+    try {
+      for (const body of [
+        { name: 'other form', url: receiver.url, events: ['submission.created'], formId: other.id },
+        { name: 'disabled', url: receiver.url, events: ['submission.created'], enabled: false },
+      ]) {
+        expect((await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body })).status).to.equal(201);
+      }
+      const em = quiet.api.app.orm.em.fork();
+      const stored = async () => {
+        const res = await call(quiet.api.url, 'POST', `/v1/forms/${quietForm.id}/submissions`, { key: tenant.key, body: { data: { fld_email: 'q@example.com' } } });
+        const [outbox] = await em.execute(`select id::text as id from outbox where payload->>'submissionId' = ?`, [res.body.submission.id]);
+        return { submissionId: res.body.submission.id as string, outboxId: outbox.id as string };
+      };
+      const first = await stored();
+      expect(await fanOutSubmission(em, first)).to.deep.equal({ submissionFound: true, deliveryIds: [], syncIds: [] });
+      const [row] = await em.execute('select processed_at from outbox where id = ?', [first.outboxId]);
+      expect(isTimestamp(row.processed_at)).to.equal(true);
+
+      expect((await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'org-wide', url: receiver.url, events: ['submission.created'] } })).status).to.equal(201);
+      const second = await stored();
+      const result = await fanOutSubmission(em, second);
+      expect(result.deliveryIds).to.have.length(1);
+      expect(await fanOutSubmission(em, second)).to.deep.equal(result);
+    } finally {
+      await receiver.close();
+    }
+  });
+});

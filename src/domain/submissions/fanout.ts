@@ -2,7 +2,8 @@ import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { activeIntegrations } from '../crm/hubspot';
 import {
-  buildSubmissionEvent, FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, type LabelledField, type SubmissionSnapshot,
+  buildSubmissionEvent, eventIdForSubmission, FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, type LabelledField,
+  type SubmissionSnapshot,
 } from '../webhooks/events';
 
 export interface FanoutResult {
@@ -69,11 +70,36 @@ union all select 'sync', id from new_syncs
 union all select 'sync', id from crm_syncs where submission_id = ? and status = 'pending'`;
 
 /**
+ * Most forms have no webhook and no CRM integration: one statement decides that and marks the
+ * outbox row processed, without opening a transaction. Anything to do, or already pending from an
+ * earlier run, leaves the row for the full fan-out.
+ */
+const NOTHING_TO_DO_SQL = `
+update outbox set processed_at = now()
+ where id = ? and processed_at is null
+   and exists (select 1 from submissions where id = ?)
+   and not exists (
+     select 1 from submissions s join forms f on f.id = s.form_id
+      where s.id = ? and (
+        case when jsonb_typeof(f.settings->'integrations') = 'array'
+             then jsonb_array_length(f.settings->'integrations') > 0 else false end
+        or exists (select 1 from webhooks w
+                    where w.organization_id = s.organization_id and w.enabled
+                      and (w.form_id is null or w.form_id = s.form_id) and w.events @> ?::jsonb)
+        or exists (select 1 from webhook_deliveries d where d.event_id = ? and d.status = 'pending')
+        or exists (select 1 from crm_syncs c where c.submission_id = s.id and c.status = 'pending')))
+returning id`;
+
+/**
  * One transaction: a delivery row per matching webhook and a sync row per CRM integration, keyed
  * by (event, webhook) and (submission, integration) so that a re-run creates nothing new, and the
  * outbox row marked processed. The caller enqueues the returned ids after commit.
  */
 export async function fanOutSubmission(em: Em, job: { submissionId: string; outboxId: string }): Promise<FanoutResult> {
+  const done = await em.execute(NOTHING_TO_DO_SQL, [
+    job.outboxId, job.submissionId, job.submissionId, JSON.stringify([SUBMISSION_CREATED]), eventIdForSubmission(job.submissionId),
+  ]);
+  if (done.length) return { submissionFound: true, deliveryIds: [], syncIds: [] };
   return em.transactional(async (tx) => {
     const found = await load(tx, job.submissionId);
     if (!found) {
