@@ -20,7 +20,7 @@ import { benchEnvironment, percentile } from './support';
  * Delivery benchmark (issue 4). Phase 1: a steady submission rate against the API process, with one
  * submissions worker and one webhooks worker process; latency from each 201 to its delivery's
  * arrival at a local receiver. Phase 2: a backlog of deliveries drained by one webhooks worker.
- * Usage: npm run bench:deliver [-- --rate 200 --duration 20 --keys 20 --backlog 3000]
+ * Usage: npm run bench:deliver [-- --rate 200 --duration 20 --warmup 3 --keys 20 --backlog 3000]
  */
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: number) => {
@@ -29,6 +29,8 @@ const arg = (name: string, fallback: number) => {
 };
 const RATE = arg('rate', 200);
 const DURATION_S = arg('duration', 20);
+/** Seconds at the same rate before measuring: connection pools fill, prepared statements and JIT warm up. */
+const WARMUP_S = arg('warmup', 3);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
 const KEYS = arg('keys', Math.max(4, Math.ceil((RATE * 60 * 2) / 2000)));
 const BACKLOG = arg('backlog', 3000);
@@ -75,11 +77,11 @@ async function seed(databaseUrl: string, receiverUrl: string, encryptionKey: Buf
   }
 }
 
-/** Sends RATE requests/s for DURATION_S on a fixed schedule (not closed-loop), recording each 201. */
-async function steadyLoad(apiUrl: string, formId: string, keys: string[]) {
+/** Sends RATE requests/s for `seconds` on a fixed schedule (not closed-loop), recording each 201. */
+async function steadyLoad(apiUrl: string, formId: string, keys: string[], seconds: number) {
   const created = new Map<string, number>();
   let refused = 0;
-  const total = RATE * DURATION_S;
+  const total = RATE * seconds;
   const start = performance.now();
   const inflight: Promise<void>[] = [];
   for (let i = 0; i < total; i++) {
@@ -109,11 +111,13 @@ function arrivalsBySubmission(receiver: Receiver, from = 0): Map<string, number>
 }
 
 /** Commit → fan-out done, per submission: tells the fan-out's share of the latency from the delivery's. */
-async function fanoutLagMs(databaseUrl: string): Promise<number[]> {
+async function fanoutLagMs(databaseUrl: string, submissionIds: string[]): Promise<number[]> {
   const orm = await initOrm(databaseUrl, 1);
   try {
     const rows = await orm.em.getConnection().execute(
-      `select extract(epoch from (processed_at - created_at)) * 1000 as ms from outbox where processed_at is not null order by 1`,
+      `select extract(epoch from (processed_at - created_at)) * 1000 as ms from outbox
+        where processed_at is not null and payload->>'submissionId' = any(string_to_array(?, ',')) order by 1`,
+      [submissionIds.join(',')],
     );
     return rows.map((r: any) => Math.round(Number(r.ms)));
   } finally {
@@ -170,11 +174,13 @@ async function main(): Promise<void> {
       processes.push((await startEntry(entry, common, 'METRICS_PORT')).proc);
     }
 
-    // Phase 1: steady rate, 201 → arrival latency.
-    const load = await steadyLoad(api.url, seeded.formId, seeded.keys);
-    await waitUntil(() => arrivalsBySubmission(receiver).size >= load.created.size, 120_000, 200).catch(() => undefined);
+    // Phase 1: steady rate, 201 → arrival latency, after a warm-up at the same rate.
+    const warmup = await steadyLoad(api.url, seeded.formId, seeded.keys, WARMUP_S);
+    await waitUntil(() => arrivalsBySubmission(receiver).size >= warmup.created.size, 60_000, 100).catch(() => undefined);
+    const load = await steadyLoad(api.url, seeded.formId, seeded.keys, DURATION_S);
+    await waitUntil(() => arrivalsBySubmission(receiver).size >= warmup.created.size + load.created.size, 120_000, 200).catch(() => undefined);
     const arrivals = arrivalsBySubmission(receiver);
-    const fanoutLag = await fanoutLagMs(env.databaseUrl);
+    const fanoutLag = await fanoutLagMs(env.databaseUrl, [...load.created.keys()]);
     const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
 
     // Phase 2: a backlog drained by the one webhooks worker process (stopped while the backlog is queued).
