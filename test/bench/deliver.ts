@@ -3,18 +3,14 @@ import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm } from '../../src/db/orm';
-import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
-import { createForm } from '../../src/domain/forms/form-service';
-import { normalizeStructure } from '../../src/domain/forms/structure';
-import { createWebhook } from '../../src/domain/webhooks/webhook-service';
 import { FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
 import { maxAttempts } from '../../src/domain/webhooks/policy';
 import { newId } from '../../src/lib/ids';
 import { jobIds } from '../../src/queues/catalogue';
 import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
-import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
-import { benchEnvironment, percentile } from './support';
+import { waitUntil, type ServiceProcess } from '../support/processes';
+import { benchEnvironment, benchNumber, percentile, seedWebhookBench, startEntry } from './support';
 
 /**
  * Delivery benchmark (issue 4). Phase 1: a steady submission rate against the API process, with one
@@ -22,60 +18,15 @@ import { benchEnvironment, percentile } from './support';
  * arrival at a local receiver. Phase 2: a backlog of deliveries drained by one webhooks worker.
  * Usage: npm run bench:deliver [-- --rate 200 --duration 20 --warmup 3 --keys 20 --backlog 3000]
  */
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const RATE = arg('rate', 200);
-const DURATION_S = arg('duration', 20);
+const RATE = benchNumber('rate', 200);
+const DURATION_S = benchNumber('duration', 20);
 /** Seconds at the same rate before measuring: connection pools fill, prepared statements and JIT warm up. */
-const WARMUP_S = arg('warmup', 3);
+const WARMUP_S = benchNumber('warmup', 3);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
-const KEYS = arg('keys', Math.max(4, Math.ceil((RATE * 60 * 2) / 2000)));
-const BACKLOG = arg('backlog', 3000);
+const KEYS = benchNumber('keys', Math.max(4, Math.ceil((RATE * 60 * 2) / 2000)));
+const BACKLOG = benchNumber('backlog', 3000);
 
 const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
-
-async function waitForHealth(url: string, proc: ServiceProcess, what: string): Promise<void> {
-  try {
-    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
-  } catch {
-    await proc.stop('SIGKILL');
-    throw new Error(`${what} did not start:\n${proc.output()}`);
-  }
-}
-
-async function startEntry(entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT') {
-  const port = await freePort();
-  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) });
-  const url = `http://127.0.0.1:${port}`;
-  await waitForHealth(url, proc, entry);
-  return { proc, url };
-}
-
-async function seed(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer) {
-  const orm = await initOrm(databaseUrl, 4);
-  try {
-    const em = orm.em.fork();
-    const { structure } = normalizeStructure({
-      pages: [],
-      fields: [
-        { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
-        { id: 'fld_topic', type: 'text', label: 'Topic', required: false, config: {}, validationRules: {}, order: 1 },
-      ],
-    }, (p) => newId(p));
-    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
-    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, encryptionKey);
-    const { webhook } = await createWebhook(em, org.id, { name: 'bench', url: receiverUrl, events: ['submission.created'] },
-      { allowPrivate: true, encryptionKey });
-    const keys: string[] = [];
-    for (let i = 0; i < KEYS; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
-    return { organizationId: org.id, formId: form.form.id, webhookId: webhook.id, keys };
-  } finally {
-    await orm.close();
-  }
-}
 
 /** Sends RATE requests/s for `seconds` on a fixed schedule (not closed-loop), recording each 201. */
 async function steadyLoad(apiUrl: string, formId: string, keys: string[], seconds: number) {
@@ -166,7 +117,7 @@ async function main(): Promise<void> {
   const processes: ServiceProcess[] = [];
   try {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
-    const seeded = await seed(env.databaseUrl, receiver.url, encryptionKey);
+    const seeded = await seedWebhookBench(env.databaseUrl, receiver.url, encryptionKey, KEYS);
 
     const api = await startEntry('src/api.js', common, 'PORT');
     processes.push(api.proc);

@@ -6,8 +6,7 @@ import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { newId } from '../../src/lib/ids';
-import { spawnEntry, freePort, waitUntil, type ServiceProcess } from '../support/processes';
-import { benchEnvironment } from './support';
+import { benchEnvironment, benchNumber, startEntry } from './support';
 
 /**
  * Ingest benchmark (issue 3): authenticated submission creation under 32 connections with many keys,
@@ -15,34 +14,16 @@ import { benchEnvironment } from './support';
  * Usage: npm run bench:ingest [-- --duration 15 --connections 32 --keys 200 --orgs 1 --api-only]
  * (--api-only runs the API without the workers, to tell the request path's cost from the workers'.)
  */
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const DURATION = arg('duration', 15);
-const CONNECTIONS = arg('connections', 32);
-const KEYS = arg('keys', 200);
-const ORGS = arg('orgs', 1);
-const ENTRY = args.includes('--api-only') ? 'src/api.js' : 'src/main.js';
+const DURATION = benchNumber('duration', 15);
+const CONNECTIONS = benchNumber('connections', 32);
+const KEYS = benchNumber('keys', 200);
+const ORGS = benchNumber('orgs', 1);
+const ENTRY = process.argv.includes('--api-only') ? 'src/api.js' : 'src/main.js';
 
 const body = JSON.stringify({
   data: { fld_name: 'Ada Lovelace', fld_email: 'ada@example.com', fld_count: 3, fld_plan: 'pro' },
   submitterEmail: 'ada@example.com',
 });
-
-async function startProcess(entry: string, env: Record<string, string>, nodeArgs: string[] = []): Promise<{ proc: ServiceProcess; url: string }> {
-  const port = await freePort();
-  const proc = spawnEntry(entry, { HOST: '127.0.0.1', PORT: String(port), ...env }, nodeArgs);
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
-  } catch (err) {
-    await proc.stop('SIGKILL');
-    throw new Error(`${entry} did not start:\n${proc.output()}`);
-  }
-  return { proc, url };
-}
 
 function load(opts: autocannon.Options): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
@@ -65,7 +46,7 @@ async function main(): Promise<void> {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
 
     // Baseline
-    const baseline = await startProcess('test/bench/baseline-server.js', common);
+    const baseline = await startEntry('test/bench/baseline-server.js', common);
     await load({ url: `${baseline.url}/ingest`, method: 'POST', body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS, duration: 3 });
     const baseResult = await load({
       url: `${baseline.url}/ingest`, method: 'POST', body, headers: { 'content-type': 'application/json' },
@@ -98,7 +79,7 @@ async function main(): Promise<void> {
     // targets[i] belongs to organization i % ORGS, so consecutive requests go to different organizations.
     await orm.close();
 
-    const service = await startProcess(ENTRY, { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' },
+    const service = await startEntry(ENTRY, { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' }, 'PORT',
       // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the service
       (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
     let n = 0;

@@ -3,15 +3,9 @@ import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
-import { initOrm } from '../../src/db/orm';
-import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
-import { createForm } from '../../src/domain/forms/form-service';
-import { normalizeStructure } from '../../src/domain/forms/structure';
-import { createWebhook } from '../../src/domain/webhooks/webhook-service';
-import { newId } from '../../src/lib/ids';
 import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
-import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
-import { benchEnvironment, percentile } from './support';
+import { waitUntil, type ServiceProcess } from '../support/processes';
+import { benchArg, benchEnvironment, percentile, seedWebhookBench, startEntry } from './support';
 
 /**
  * Horizontal scaling benchmark (issue 6): two API processes, one submissions (fan-out) worker, one
@@ -23,55 +17,15 @@ import { benchEnvironment, percentile } from './support';
  * Every delivery must arrive once: distinct X-Service-Delivery ids == deliveries received.
  * Usage: npm run bench:scaling [-- --submissions 3000 --workers 1,2,4 --concurrency 10 --receiver-ms 50 --clients 32 --keys 40]
  */
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: string) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
-const SUBMISSIONS = Number(arg('submissions', '3000'));
-const WORKER_COUNTS = arg('workers', '1,2,4').split(',').map(Number);
-const CONCURRENCY = Number(arg('concurrency', '10'));
-const RECEIVER_MS = Number(arg('receiver-ms', '50'));
-const CLIENTS = Number(arg('clients', '32'));
-const KEYS = Number(arg('keys', '40'));
+const SUBMISSIONS = Number(benchArg('submissions', '3000'));
+const WORKER_COUNTS = benchArg('workers', '1,2,4').split(',').map(Number);
+const CONCURRENCY = Number(benchArg('concurrency', '10'));
+const RECEIVER_MS = Number(benchArg('receiver-ms', '50'));
+const CLIENTS = Number(benchArg('clients', '32'));
+const KEYS = Number(benchArg('keys', '40'));
 const ARRIVAL_TIMEOUT_MS = 600_000;
 
 type Env = Record<string, string>;
-
-async function startEntry(entry: string, env: Env, portVar: 'PORT' | 'METRICS_PORT'): Promise<{ proc: ServiceProcess; url: string }> {
-  const port = await freePort();
-  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) });
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
-  } catch {
-    await proc.stop('SIGKILL');
-    throw new Error(`${entry} did not start:\n${proc.output()}`);
-  }
-  return { proc, url };
-}
-
-async function seed(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer) {
-  const orm = await initOrm(databaseUrl, 2);
-  try {
-    const em = orm.em.fork();
-    const { structure } = normalizeStructure({
-      pages: [],
-      fields: [
-        { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
-        { id: 'fld_topic', type: 'text', label: 'Topic', required: false, config: {}, validationRules: {}, order: 1 },
-      ],
-    }, (p) => newId(p));
-    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
-    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, encryptionKey);
-    await createWebhook(em, org.id, { name: 'bench', url: receiverUrl, events: ['submission.created'] }, { allowPrivate: true, encryptionKey });
-    const keys: string[] = [];
-    for (let i = 0; i < KEYS; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
-    return { formId: form.form.id, keys };
-  } finally {
-    await orm.close();
-  }
-}
 
 /** SUBMISSIONS requests from CLIENTS concurrent clients, alternating APIs and keys; the time of each 201. */
 async function submitBatch(apiUrls: string[], formId: string, keys: string[], round: string) {
@@ -134,7 +88,7 @@ async function main(): Promise<void> {
   const rows: Record<string, unknown>[] = [];
   try {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
-    const { formId, keys } = await seed(env.databaseUrl, receiver.url, encryptionKey);
+    const { formId, keys } = await seedWebhookBench(env.databaseUrl, receiver.url, encryptionKey, KEYS);
     const apis = await Promise.all([0, 1].map(() => startEntry('src/api.js', common, 'PORT')));
     const helpers = await Promise.all(['workers/submissions.js', 'workers/usage.js'].map((e) => startEntry(e, common, 'METRICS_PORT')));
     resident.push(...apis.map((a) => a.proc), ...helpers.map((h) => h.proc));

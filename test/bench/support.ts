@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
 import IORedis from 'ioredis';
+import { Client } from 'pg';
+import { initOrm } from '../../src/db/orm';
+import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
+import { createForm } from '../../src/domain/forms/form-service';
+import { normalizeStructure } from '../../src/domain/forms/structure';
+import { createWebhook } from '../../src/domain/webhooks/webhook-service';
+import { newId } from '../../src/lib/ids';
+import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
 
 /** A throwaway database and queue prefix for one benchmark run, removed afterwards. */
 export function benchEnvironment(label: string) {
@@ -33,4 +40,67 @@ export function benchEnvironment(label: string) {
 export function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** `--name value` from the command line, or the fallback. */
+export function benchArg(name: string, fallback: string): string {
+  const args = process.argv.slice(2);
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
+}
+
+export function benchNumber(name: string, fallback: number): number {
+  return Number(benchArg(name, String(fallback)));
+}
+
+export interface StartedEntry {
+  proc: ServiceProcess;
+  url: string;
+}
+
+/** Spawns a compiled entry point on a free port (`PORT`, or `METRICS_PORT` for workers) and waits for /healthz. */
+export async function startEntry(
+  entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT' = 'PORT', nodeArgs: string[] = [],
+): Promise<StartedEntry> {
+  const port = await freePort();
+  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) }, nodeArgs);
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  } catch {
+    await proc.stop('SIGKILL');
+    throw new Error(`${entry} did not start:\n${proc.output()}`);
+  }
+  return { proc, url };
+}
+
+export interface WebhookBench {
+  organizationId: string;
+  formId: string;
+  webhookId: string;
+  keys: string[];
+}
+
+/** One enterprise organization with a two-field published form, one webhook to the receiver, and `keyCount` keys. */
+export async function seedWebhookBench(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer, keyCount: number): Promise<WebhookBench> {
+  const orm = await initOrm(databaseUrl, 2);
+  try {
+    const em = orm.em.fork();
+    const { structure } = normalizeStructure({
+      pages: [],
+      fields: [
+        { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
+        { id: 'fld_topic', type: 'text', label: 'Topic', required: false, config: {}, validationRules: {}, order: 1 },
+      ],
+    }, (p) => newId(p));
+    const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
+    const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, encryptionKey);
+    const { webhook } = await createWebhook(em, org.id, { name: 'bench', url: receiverUrl, events: ['submission.created'] },
+      { allowPrivate: true, encryptionKey });
+    const keys: string[] = [];
+    for (let i = 0; i < keyCount; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
+    return { organizationId: org.id, formId: form.form.id, webhookId: webhook.id, keys };
+  } finally {
+    await orm.close();
+  }
 }
