@@ -20,7 +20,10 @@ export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
     entities: ENTITIES,
     extensions: [Migrator],
     migrations: { migrationsList: MIGRATIONS, transactional: true, allOrNothing: true, silent: true },
-    pool: { min: 0, max: poolMax },
+    // No request may wait long on a database that is gone: connecting and taking a pooled
+    // connection both give up within seconds, and the request answers 503.
+    pool: { min: 0, max: poolMax, acquireTimeoutMillis: 4_000 },
+    driverOptions: { connection: { connectionTimeoutMillis: 3_000 } },
     // A shared EntityManager grows forever: every request and job must fork its own.
     allowGlobalContext: false,
     discovery: { warnWhenNoEntities: true },

@@ -45,3 +45,24 @@ export const errors = {
     new ApiError(503, 'service_unavailable', message, undefined, { 'Retry-After': retryAfter }, { retryAfter }),
   internal: () => new ApiError(500, 'internal_error', 'An unexpected error occurred'),
 };
+
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND',
+  '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', // PostgreSQL: shutting down, cannot connect
+]);
+
+/** A dependency (PostgreSQL, a pool) failed rather than the code: worth a retry, not a 500. */
+export function isDependencyUnavailable(err: unknown): boolean {
+  const e = err as any;
+  if (!e) return false;
+  if (e.name === 'KnexTimeoutError' || e.name === 'ConnectionException') return true;
+  if (UNAVAILABLE_CODES.has(e.code)) return true;
+  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection/i.test(String(e.message ?? ''));
+}
+
+/** What a client is told about an error that is not an ApiError: 503 for an unavailable dependency, else 500. */
+export function unexpectedError(err: unknown): ApiError {
+  return isDependencyUnavailable(err)
+    ? errors.serviceUnavailable('A backing service is unavailable; retry later')
+    : errors.internal();
+}

@@ -6,7 +6,7 @@ import type { AuthenticatedKey } from '../domain/auth/key-store';
 import { hasScope, type Scope } from '../domain/auth/scopes';
 import { PLAN_LIMITS } from '../../config/plans';
 import { metrics } from '../lib/metrics';
-import { ApiError, errors } from './errors';
+import { ApiError, errors, unexpectedError } from './errors';
 
 export interface Reply {
   status: number;
@@ -57,7 +57,7 @@ export function describeError(err: unknown): Record<string, unknown> {
 }
 
 export function sendApiError(app: AppContext, req: Request, res: Response, err: unknown): void {
-  const apiError = err instanceof ApiError ? err : errors.internal();
+  const apiError = err instanceof ApiError ? err : unexpectedError(err);
   if (!(err instanceof ApiError)) app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'unhandled error');
   sendReply(res, { status: apiError.status, body: apiError.toJSON(), headers: apiError.headers });
 }

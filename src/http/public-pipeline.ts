@@ -1,7 +1,7 @@
 import type { Request, Response } from 'restify';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
-import { ApiError } from './errors';
+import { ApiError, unexpectedError } from './errors';
 import { describeError, sendReply, type Reply } from './pipeline';
 
 /** A failure in the public error shape (spec §7): `{success:false, error}` or `{success:false, errors}`. */
@@ -68,7 +68,7 @@ export function publicRoute(app: AppContext, handler: PublicHandler) {
     } catch (err) {
       const known = toPublicError(err);
       if (!known) app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'unhandled error');
-      const failure = known ?? publicErrors.internal();
+      const failure = known ?? toPublicError(unexpectedError(err))!;
       sendReply(res, { status: failure.status, body: failure.body, headers: { 'Cache-Control': 'no-store', ...failure.headers } });
     }
   };
