@@ -59,6 +59,34 @@ describe('forms API', () => {
     });
   });
 
+  it('serves a warm key from its cache (no database lookup) until an invalidation is announced', async () => {
+    const key = await createKey(t.app, tenant.organizationId, ['*']);
+    expect((await call(t.url, 'GET', '/v1/forms', { key })).status).to.equal(200);
+    const { hashApiKey } = await import('../../src/domain/auth/api-keys');
+    const conn = t.app.orm.em.getConnection();
+    // Revoked behind the service's back: only a database lookup would notice.
+    const [row] = await conn.execute('update api_keys set revoked_at = now() where key_hash = ? returning id', [hashApiKey(key)]);
+    expect((await call(t.url, 'GET', '/v1/forms', { key })).status).to.equal(200);
+    const { publishInvalidation } = await import('../../src/domain/auth/key-store');
+    await publishInvalidation(t.app.redis, `key:${row.id}`);
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await call(t.url, 'GET', '/v1/forms', { key })).status).to.equal(401);
+  });
+
+  it('lists at most 100 forms', async () => {
+    const many = await createTenant(t.app);
+    const conn = t.app.orm.em.getConnection();
+    await conn.execute(
+      `insert into forms (id, organization_id, title, status, settings, created_at, updated_at)
+       select 'form_bulk' || g, ?, 'Bulk ' || g, 'draft', '{}', now(), now() - g * interval '1 second' from generate_series(1, 105) g`,
+      [many.organizationId],
+    );
+    const list = await call(t.url, 'GET', '/v1/forms', { key: many.key });
+    expect(list.body.forms).to.have.length(100);
+    expect(list.body.forms[0].id).to.equal('form_bulk1');
+    expect(list.body.forms[99].id).to.equal('form_bulk100');
+  });
+
   describe('scopes', () => {
     const cases: Array<[string[], string, string, number]> = [
       [['forms:read'], 'GET', '/v1/forms', 200],
