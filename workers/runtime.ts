@@ -15,10 +15,12 @@ export interface RunningWorkers {
 }
 
 /** Startup fails when a job of the catalogue has no processor. */
-export function assertEveryJobHasAProcessor(queues: readonly QueueName[]): void {
+export function assertEveryJobHasAProcessor(
+  queues: readonly QueueName[], processors: { [Q in QueueName]?: Record<string, Processor | undefined> } = PROCESSORS,
+): void {
   for (const queue of queues) {
     for (const name of JOB_NAMES[queue]) {
-      if (!(PROCESSORS[queue] as Record<string, Processor | undefined>)[name]) {
+      if (!processors[queue]?.[name]) {
         throw new Error(`job ${queue}/${name} has no processor`);
       }
     }

@@ -1,0 +1,27 @@
+import { expect } from 'chai';
+import { JOB_NAMES, QUEUE_NAMES, jobIds } from '../../src/queues/catalogue';
+import { PROCESSORS } from '../../workers/processors';
+import { assertEveryJobHasAProcessor } from '../../workers/runtime';
+
+describe('job catalogue', () => {
+  it('has a processor for every job of every queue', () => {
+    expect(() => assertEveryJobHasAProcessor(QUEUE_NAMES)).to.not.throw();
+    for (const queue of QUEUE_NAMES) {
+      expect(Object.keys(PROCESSORS[queue]).sort()).to.deep.equal([...JOB_NAMES[queue]].sort());
+    }
+  });
+
+  it('refuses to start when a job has no processor', () => {
+    const { fanout: _dropped, ...withoutFanout } = PROCESSORS.submissions as Record<string, unknown>;
+    expect(() => assertEveryJobHasAProcessor(['submissions'], { submissions: withoutFanout as any }))
+      .to.throw('job submissions/fanout has no processor');
+  });
+
+  it('derives job ids from database ids, without the ":" BullMQ forbids', () => {
+    for (const id of [jobIds.fanout('sub_abc'), jobIds.deliver('dlv_x'), jobIds.deliver('dlv_x', 3), jobIds.crmSync('crm_y')]) {
+      expect(id).to.not.include(':');
+    }
+    expect(jobIds.fanout('sub_abc')).to.equal(jobIds.fanout('sub_abc'));
+    expect(jobIds.deliver('dlv_x', 1)).to.not.equal(jobIds.deliver('dlv_x'));
+  });
+});
