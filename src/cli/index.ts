@@ -101,7 +101,8 @@ async function run(argv: string[], orm: Orm, redisUrl: string): Promise<unknown>
         organizationId: required(values.org, '--org'), scopes: scopes(values.scopes),
         name: values.name, expiresAt: expiresAt(values['expires-at']),
       });
-      return { ...presentKey(record), key };
+      // Exactly what CONTRACT §3 shows: the one time the whole key is printed.
+      return { id: record.id, key, scopes: record.scopes, expiresAt: record.expiresAt?.toISOString() ?? null };
     }
     case 'keys list':
       return { keys: (await listApiKeys(em, required(values.org, '--org'))).map(presentKey) };

@@ -63,27 +63,34 @@ export function sendApiError(app: AppContext, req: Request, res: Response, err: 
 }
 
 /**
+/**
+ * 401 unless the request carries a valid key, then counts it against the key's per-minute budget
+ * (429 once spent). The rate-limit headers are set before anything can fail, so errors carry them.
+ */
+export async function admitKey(app: AppContext, req: Request, res: Response): Promise<AuthenticatedKey> {
+  const key = await app.keyStore.authenticate(extractApiKey(req.headers));
+  if (!key) throw errors.unauthorized();
+  (req as any).organizationId = key.organizationId;
+
+  const decision = await app.rateLimiter.hit(`key:${key.id}`, PLAN_LIMITS[key.plan].requestsPerMinute);
+  res.header('X-RateLimit-Limit', String(decision.limit));
+  res.header('X-RateLimit-Remaining', String(decision.remaining));
+  res.header('X-RateLimit-Reset', String(decision.resetAt));
+  if (!decision.allowed) {
+    metrics.rateLimitRejections.inc({ scope: 'api' });
+    throw errors.rateLimited(decision.retryAfter);
+  }
+  return key;
+}
+
+/**
  * The authenticated request pipeline, in the order of CONTRACT §11:
  * 401 key → 429 rate limit (every request with a valid key counts) → 403 scope → handler.
- * Rate-limit headers are set before anything can fail, so errors carry them too.
  */
 export function authenticated(app: AppContext, scope: Scope, handler: AuthedHandler) {
   return async function authenticatedRoute(req: Request, res: Response): Promise<void> {
     try {
-      const key = await app.keyStore.authenticate(extractApiKey(req.headers));
-      if (!key) throw errors.unauthorized();
-      (req as any).organizationId = key.organizationId;
-
-      const limit = PLAN_LIMITS[key.plan].requestsPerMinute;
-      const decision = await app.rateLimiter.hit(`key:${key.id}`, limit);
-      res.header('X-RateLimit-Limit', String(decision.limit));
-      res.header('X-RateLimit-Remaining', String(decision.remaining));
-      res.header('X-RateLimit-Reset', String(decision.resetAt));
-      if (!decision.allowed) {
-        metrics.rateLimitRejections.inc({ scope: 'api' });
-        throw errors.rateLimited(decision.retryAfter);
-      }
-
+      const key = await admitKey(app, req, res);
       if (!hasScope(key.scopes, scope)) throw errors.forbidden(scope);
 
       let em: Em | undefined;

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import restify, { type Request, type Response, type Server } from 'restify';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
-import { errors, type ApiError } from './errors';
-import { describeError } from './pipeline';
+import { ApiError, errors, unexpectedError } from './errors';
+import { extractApiKey } from '../domain/auth/api-keys';
+import { admitKey, describeError } from './pipeline';
 import { registerAdminRoutes } from './routes/admin';
 import { registerAnalyticsRoutes } from './routes/analytics';
 import { registerFormRoutes } from './routes/forms';
@@ -65,6 +66,28 @@ function routeLabel(req: Request, route: any): string {
   return String(route?.spec?.path ?? (req as any).routeLabel ?? 'unmatched');
 }
 
+/**
+ * Shapes what restify's router refuses (unknown path, wrong method, body too large) like every other
+ * error. Under /v1 a request that presents a key is still a request with that key: it is checked
+ * and counted first (CONTRACT §11), so it can get 401 or 429 and always carries rate-limit headers.
+ */
+async function answerRouterError(app: AppContext, req: Request, res: Response, err: any): Promise<void> {
+  let apiError = translateRestifyError(err, req.method ?? 'GET');
+  if (apiError.status === 500) app.logger.error({ err: describeError(err) }, 'unhandled error');
+  if ((apiError.status === 404 || apiError.status === 405) && req.url?.startsWith('/v1/') && extractApiKey(req.headers)) {
+    try {
+      await admitKey(app, req, res);
+    } catch (refusal) {
+      apiError = refusal instanceof ApiError ? refusal : unexpectedError(refusal);
+    }
+  }
+  for (const [name, value] of Object.entries(apiError.headers)) res.header(name, String(value));
+  const body = isPublicPath(req.url) ? { success: false, error: apiError.code } : apiError.toJSON();
+  err.statusCode = apiError.status;
+  err.toJSON = () => body;
+  err.body = body;
+}
+
 export interface HttpServer {
   server: Server;
   lifecycle: Lifecycle;
@@ -98,14 +121,7 @@ export function createHttpServer(app: AppContext): HttpServer {
   registerHostedRoutes(server, app);
 
   server.on('restifyError', (req: Request, res: Response, err: any, callback: () => void) => {
-    const apiError = translateRestifyError(err, req.method ?? 'GET');
-    if (apiError.status === 500) app.logger.error({ err: describeError(err) }, 'unhandled error');
-    const body = isPublicPath(req.url)
-      ? { success: false, error: apiError.code }
-      : apiError.toJSON();
-    err.toJSON = () => body;
-    err.body = body;
-    return callback();
+    void answerRouterError(app, req, res, err).finally(callback);
   });
 
   server.on('after', (req: Request, res: Response, route: any) => {

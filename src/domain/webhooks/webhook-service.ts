@@ -28,7 +28,7 @@ export class WebhookFormNotFound extends Error {}
 /** The URL is malformed, of a refused scheme, or resolves to a refused address. */
 export class UnsafeWebhookTarget extends Error {}
 
-async function checkFormOfOrganization(em: Em, organizationId: string, formId: string | null | undefined): Promise<void> {
+export async function checkFormOfOrganization(em: Em, organizationId: string, formId: string | null | undefined): Promise<void> {
   if (formId && !(await findForm(em, organizationId, formId))) throw new WebhookFormNotFound('Form not found');
 }
 

@@ -3,7 +3,7 @@ import type { Server } from 'restify';
 import type { AppContext } from '../../app';
 import { FORM_STATUSES } from '../../domain/forms/entities';
 import {
-  createForm, getFormDetail, listForms, replaceStructure, SlugTakenError, softDeleteForm,
+  createForm, findForm, getFormDetail, listForms, replaceStructure, SlugTakenError, softDeleteForm,
   updateFormMetadata, type FormInput, type FormPatch,
 } from '../../domain/forms/form-service';
 import { normalizeStructure } from '../../domain/forms/structure';
@@ -77,7 +77,7 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
   server.put(`/v1/forms/:formId`, authenticated(app, 'forms:write', async ({ em, organizationId, req, json }) => {
     const body = json();
     const formId = formIdParam(req);
-    if (!formId) throw formNotFound();
+    if (!formId || !(await findForm(em, organizationId, formId))) throw formNotFound();
     const patch = validate<FormPatch>(updateSchema, body);
     const form = await updateFormMetadata(em, organizationId, formId, patch).catch(slugTaken);
     if (!form) throw formNotFound();

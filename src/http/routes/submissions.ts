@@ -91,9 +91,9 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
   }));
 
   server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
-    const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
+    const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
     const { items, total } = await listSubmissions(em, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
     });

@@ -1,12 +1,14 @@
 import Joi from 'joi';
 import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
+import type { Em } from '../../db/orm';
 import type { Webhook, WebhookDelivery } from '../../domain/webhooks/entities';
 import { EVENT_ALIASES } from '../../domain/webhooks/events';
 import { maxAttempts } from '../../domain/webhooks/policy';
 import {
   createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
-  sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound, type WebhookInput, type WebhookPatch,
+  checkFormOfOrganization, sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound,
+  type WebhookInput, type WebhookPatch,
 } from '../../domain/webhooks/webhook-service';
 import { jobIds } from '../../queues/catalogue';
 import { errors } from '../errors';
@@ -68,6 +70,14 @@ function pathId(req: Request, name: string, pattern: RegExp): string | null {
 
 const webhookNotFound = () => errors.notFound('Webhook not found');
 
+/** A well-formed `formId` naming no form of the organization is a 404, which comes before body validation (CONTRACT §11). */
+async function formOfBodyOrNotFound(em: Em, organizationId: string, body: unknown): Promise<void> {
+  const formId = (body as { formId?: unknown } | null)?.formId;
+  if (typeof formId === 'string' && FORM_ID.test(formId)) {
+    await checkFormOfOrganization(em, organizationId, formId).catch(translateRefusal);
+  }
+}
+
 /** Domain refusals as the API shows them. */
 function translateRefusal(err: unknown): never {
   if (err instanceof WebhookFormNotFound) throw errors.notFound('Form not found');
@@ -85,7 +95,9 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
   }));
 
   server.post('/v1/webhooks', authenticated(app, 'webhooks:write', async ({ em, organizationId, json }) => {
-    const input = validate<WebhookInput>(createSchema, json());
+    const body = json();
+    await formOfBodyOrNotFound(em, organizationId, body);
+    const input = validate<WebhookInput>(createSchema, body);
     const { webhook, secret } = await createWebhook(em, organizationId, input, {
       ...targetPolicy, encryptionKey: app.encryptionKey,
     }).catch(translateRefusal);
@@ -103,6 +115,7 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     const body = json();
     const id = pathId(req, 'webhookId', WEBHOOK_ID);
     if (!id || !(await findWebhook(em, organizationId, id))) throw webhookNotFound();
+    await formOfBodyOrNotFound(em, organizationId, body);
     const patch = validate<WebhookPatch>(updateSchema, body);
     const webhook = await updateWebhook(em, organizationId, id, patch, targetPolicy).catch(translateRefusal);
     if (!webhook) throw webhookNotFound();
@@ -116,9 +129,9 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
   }));
 
   server.get('/v1/webhooks/:webhookId/deliveries', authenticated(app, 'webhooks:read', async ({ em, organizationId, req }) => {
-    const page = validate<{ limit: number; offset: number }>(pageQuerySchema, req.query ?? {});
     const id = pathId(req, 'webhookId', WEBHOOK_ID);
     if (!id || !(await findWebhook(em, organizationId, id))) throw webhookNotFound();
+    const page = validate<{ limit: number; offset: number }>(pageQuerySchema, req.query ?? {});
     const { items, total } = await listDeliveries(em, organizationId, id, page);
     return { status: 200, body: { deliveries: items.map(presentDelivery), pagination: { ...page, total } } };
   }));
