@@ -4,13 +4,10 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { CHROMIUM_PATH, launchBrowser } from '../support/browser';
 import { startLoopbackServer, type LoopbackServer } from '../support/fakes/http-server';
-import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
 
-const field = (id: string, type: string, label: string, extra: Record<string, unknown> = {}) => ({
-  id, type, label, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra,
-});
 const showWhen = (fieldId: string, value: unknown) => ({ show: true, logic: 'all', rules: [{ fieldId, operator: 'equals', value }] });
 
 /** Two pages; page 2 shows the order number or the details, depending on the topic picked on page 1. */

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
 import { startFakeTurnstile, type FakeTurnstile } from '../support/fakes/turnstile';
-import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput } from '../support/harness';
 import { DIST_ROOT, spawnEntry } from '../support/processes';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
@@ -17,9 +17,7 @@ const TURNSTILE_PASS_SECRET = '1x0000000000000000000000000000000AA';
 const TURNSTILE_SITE_KEY = '1x00000000000000000000AA';
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
-const field = (id: string, type: string, extra: Record<string, unknown> = {}) => ({
-  id, type, label: `Label ${id}`, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra,
-});
+const field = (id: string, type: string, extra: Record<string, unknown> = {}) => fieldInput(id, type, `Label ${id}`, extra);
 
 describe('conformance: spec + CONTRACT, over HTTP', () => {
   let t: TestApp;

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createLogger, jobLogger } from '../../src/lib/logger';
-import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 interface LogLine {
   msg: string;
@@ -17,9 +17,6 @@ function captureLogs() {
   };
 }
 
-const field = (id: string, type: string, label: string, extra: Record<string, unknown> = {}) => ({
-  id, type, label, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra,
-});
 
 describe('structured logs', () => {
   const logs = captureLogs();

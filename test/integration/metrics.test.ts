@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { QUEUE_NAMES } from '../../src/queues/catalogue';
 import { startQueueSampler } from '../../src/ops/queue-sampler';
-import { call, createPublishedForm, createTenant, startTestApp, type TestApp } from '../support/harness';
+import { call, createPublishedForm, createTenant, startTestApp, type TestApp, fieldInput as field } from '../support/harness';
 import { waitUntil } from '../support/processes';
 
 /** The value of the sample `name` whose labels include `labels`, or undefined. */
@@ -15,7 +15,6 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
   return undefined;
 }
 
-const field = (id: string, type: string, label: string) => ({ id, type, label, required: false, config: {}, validationRules: {}, order: 0, pageId: null });
 
 describe('/metrics', () => {
   // A prefix of its own, so the queue gauges count only this file's jobs.

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import { startFakeTurnstile, type FakeTurnstile } from '../support/fakes/turnstile';
-import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 const PASS_SECRET = '1x0000000000000000000000000000000AA';
 const FAIL_SECRET = '2x0000000000000000000000000000000AA';
@@ -11,9 +11,6 @@ const TOKEN = 'XXXX.DUMMY.TOKEN.XXXX';
 const RATE_GET = 30;
 const RATE_POST = 12;
 
-const field = (id: string, type: string, label: string, extra: Record<string, unknown> = {}) => ({
-  id, type, label, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra,
-});
 
 const contactFields = [
   field('fld_name', 'text', 'Full name', { required: true, order: 0 }),

@@ -1,10 +1,7 @@
 import { expect } from 'chai';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
-import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
-const field = (id: string, type: string, label: string, extra: Record<string, unknown> = {}) => ({
-  id, type, label, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra,
-});
 
 describe('submissions API', () => {
   let t: TestApp;

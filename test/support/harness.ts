@@ -84,3 +84,8 @@ export async function createPublishedForm(baseUrl: string, key: string, fields: 
   if (res.status !== 201) throw new Error(`form create failed: ${res.status} ${res.text}`);
   return res.body.form;
 }
+
+/** A field as the API takes it, with the defaults of an optional field; `extra` overrides. */
+export function fieldInput(id: string, type: string, label: string, extra: Record<string, unknown> = {}) {
+  return { id, type, label, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra };
+}
