@@ -384,25 +384,6 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     expect(res.body).to.include({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null });
   });
 
-  describe('CONTRACT §5 webhook targets when private targets are not allowed', () => {
-    let strict: TestApp;
-    let key: string;
-    before(async () => {
-      strict = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
-      key = (await createTenant(strict.app)).key;
-    });
-    after(async () => strict.close());
-
-    it('CONTRACT §5: an https:// URL to a public address is accepted; http:// to the same address is refused', async () => {
-      const create = (url: string) => call(strict.url, 'POST', '/v1/webhooks', { key, body: { name: 'x', url, events: ['submission.created'] } });
-      expect((await create('https://93.184.216.34/hook')).status).to.equal(201);
-      const refused = await create('http://93.184.216.34/hook');
-      expect(refused.status).to.equal(400);
-      expect(refused.body.error).to.equal('validation_error');
-      expect(refused.body.details[0].field).to.equal('url');
-    });
-  });
-
   describe('CONTRACT §6 type checks, through the API', () => {
     const options = (...values: string[]) => ({ options: values.map((value) => ({ label: value.toUpperCase(), value })) });
     const png = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';

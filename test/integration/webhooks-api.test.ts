@@ -146,6 +146,15 @@ describe('webhooks API', () => {
           expect(res.body.details[0].field).to.equal('url');
         }
       });
+
+      it('accepts https:// to a public address and refuses http:// to the same address (CONTRACT §5)', async () => {
+        const create = (url: string) => call(strict.url, 'POST', '/v1/webhooks', { key, body: { name: 'x', url, events: ['submission.created'] } });
+        expect((await create('https://93.184.216.34/hook')).status).to.equal(201);
+        const refused = await create('http://93.184.216.34/hook');
+        expect(refused.status).to.equal(400);
+        expect(refused.body.error).to.equal('validation_error');
+        expect(refused.body.details[0].field).to.equal('url');
+      });
     });
   });
 
