@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { preparedQuery } from '../../db/prepared';
 import { newId } from '../../lib/ids';
 import { activeIntegrations } from '../crm/hubspot';
 import {
@@ -76,17 +77,17 @@ union all select 'sync', id from crm_syncs where submission_id = ? and status = 
  */
 const NOTHING_TO_DO_SQL = `
 update outbox set processed_at = now()
- where id = ? and processed_at is null
-   and exists (select 1 from submissions where id = ?)
+ where id = $1 and processed_at is null
+   and exists (select 1 from submissions where id = $2)
    and not exists (
      select 1 from submissions s join forms f on f.id = s.form_id
-      where s.id = ? and (
+      where s.id = $2 and (
         case when jsonb_typeof(f.settings->'integrations') = 'array'
              then jsonb_array_length(f.settings->'integrations') > 0 else false end
         or exists (select 1 from webhooks w
                     where w.organization_id = s.organization_id and w.enabled
-                      and (w.form_id is null or w.form_id = s.form_id) and w.events @> ?::jsonb)
-        or exists (select 1 from webhook_deliveries d where d.event_id = ? and d.status = 'pending')
+                      and (w.form_id is null or w.form_id = s.form_id) and w.events @> $3::jsonb)
+        or exists (select 1 from webhook_deliveries d where d.event_id = $4 and d.status = 'pending')
         or exists (select 1 from crm_syncs c where c.submission_id = s.id and c.status = 'pending')))
 returning id`;
 
@@ -96,8 +97,8 @@ returning id`;
  * outbox row marked processed. The caller enqueues the returned ids after commit.
  */
 export async function fanOutSubmission(em: Em, job: { submissionId: string; outboxId: string }): Promise<FanoutResult> {
-  const done = await em.execute(NOTHING_TO_DO_SQL, [
-    job.outboxId, job.submissionId, job.submissionId, JSON.stringify([SUBMISSION_CREATED]), eventIdForSubmission(job.submissionId),
+  const done = await preparedQuery(em, 'fanout_nothing_to_do', NOTHING_TO_DO_SQL, [
+    job.outboxId, job.submissionId, JSON.stringify([SUBMISSION_CREATED]), eventIdForSubmission(job.submissionId),
   ]);
   if (done.length) return { submissionFound: true, deliveryIds: [], syncIds: [] };
   return em.transactional(async (tx) => {

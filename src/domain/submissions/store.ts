@@ -80,7 +80,7 @@ function violatedConstraint(err: any): string | null {
 export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
   let result: any[];
   try {
-    result = await preparedQuery(orm, 'insert_submission', INSERT_SUBMISSION_SQL, [
+    result = await preparedQuery(orm.em, 'insert_submission', INSERT_SUBMISSION_SQL, [
       row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
       JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
       row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,
