@@ -202,6 +202,8 @@ describe('webhook deliveries (workers in process)', () => {
     const s = track(await setup(stack));
     const submission = await submit(stack, s);
     await s.receiver.waitFor(1);
+    // The worker records the success after the receiver answered: until then the delivery is pending.
+    await settled(stack, s, 'succeeded');
     const em = stack.api.app.orm.em.fork();
     const [outbox] = await em.execute(`select id::text as id, processed_at from outbox where payload->>'submissionId' = ?`, [submission.id]);
     expect(isTimestamp(outbox.processed_at)).to.equal(true);
