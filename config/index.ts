@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import { parseTrustedProxies } from '../src/lib/client-ip';
 
 /** Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h. */
 const DEFAULT_RETRY_DELAYS_MS = [5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6, 864e5];
@@ -29,6 +30,8 @@ export interface Config {
   queuePrefix: string;
   dbPoolMax: number;
   workerLockMs: number;
+  /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
+  trustedProxies: string[];
 }
 
 const delayList = Joi.string()
@@ -70,6 +73,10 @@ const schema = Joi.object({
   QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
   WORKER_LOCK_MS: Joi.number().integer().min(500).max(600_000).default(30_000),
+  TRUSTED_PROXIES: Joi.string().custom((value: string) => {
+    parseTrustedProxies(value.split(',').filter((entry) => entry.trim()));
+    return value;
+  }),
 }).unknown(true);
 
 export class ConfigError extends Error {}
@@ -107,5 +114,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     queuePrefix: v.QUEUE_PREFIX,
     dbPoolMax: v.DB_POOL_MAX,
     workerLockMs: v.WORKER_LOCK_MS,
+    trustedProxies: v.TRUSTED_PROXIES ? String(v.TRUSTED_PROXIES).split(',').map((e) => e.trim()).filter(Boolean) : [],
   });
 }

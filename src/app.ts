@@ -41,6 +41,19 @@ export function blockingRedis(url: string): Redis {
   return new IORedis(url, { maxRetriesPerRequest: null, retryStrategy: (times) => Math.min(200 * times, 2000) });
 }
 
+function untilReady(client: Redis, timeoutMs: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, timeoutMs);
+    function done() {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    }
+    client.once('ready', done);
+  });
+}
+
 export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
   await ensureDatabase(config.databaseUrl);
   const orm = await initOrm(config.databaseUrl, 1);
@@ -92,6 +105,9 @@ export async function createAppContext(config: Readonly<Config>, logger = create
     }
   });
   const encryptionKey = await resolveEncryptionKey(orm, config, logger);
+  // Give Redis a moment to connect so the first requests are counted in Redis, not in the
+  // per-process fallback; an unreachable Redis does not hold the start-up back.
+  await untilReady(redis, 2_000);
   const producer = new Producer(producerConnection, config.queuePrefix);
   return {
     config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey,

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'restify';
 import type { AppContext } from '../app';
+import { parseTrustedProxies, resolveClientIp } from '../lib/client-ip';
 import { metrics } from '../lib/metrics';
 import { ApiError, unexpectedError } from './errors';
 import { describeError, sendReply, type Reply } from './pipeline';
@@ -30,14 +31,10 @@ export const PUBLIC_SECURITY_HEADERS = {
   'Referrer-Policy': 'strict-origin-when-cross-origin',
 };
 
-/**
- * The address of the peer that opened the connection. Forwarded-for headers are not trusted: behind
- * a reverse proxy every client would share the proxy's address, and honouring them needs an
- * operator setting that names the trusted proxies (not implemented).
- */
-export function clientIp(req: Request): string {
-  const address = req.socket?.remoteAddress ?? 'unknown';
-  return address.startsWith('::ffff:') ? address.slice(7) : address;
+/** The client address of a request: the peer, or what `TRUSTED_PROXIES` vouch for in X-Forwarded-For. */
+export function clientIpResolver(trustedProxies: readonly string[]): (req: Request) => string {
+  const trusted = parseTrustedProxies(trustedProxies);
+  return (req) => resolveClientIp(trusted, req.socket?.remoteAddress, req.header('x-forwarded-for') || undefined);
 }
 
 /** Counts the request in `bucket`; the remaining budget is on every answer, errors included. */

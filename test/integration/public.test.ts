@@ -116,6 +116,24 @@ describe('public runtime', () => {
       // The budget is per form: another form is still served.
       expect((await call(t.url, 'GET', `/public/forms/${form.id}`)).status).to.equal(200);
     });
+
+    it('ignores X-Forwarded-For unless the peer is a trusted proxy', async () => {
+      const limited = await newForm();
+      const get = (app: TestApp, forwardedFor: string) =>
+        call(app.url, 'GET', `/public/forms/${limited.id}`, { headers: { 'X-Forwarded-For': forwardedFor } });
+      // Untrusted peer: two "different clients" share the peer's budget.
+      await get(t, '203.0.113.1');
+      expect((await get(t, '203.0.113.2')).headers.get('x-ratelimit-remaining')).to.equal(String(RATE_GET - 2));
+
+      const behindProxy = await startTestApp({ TRUSTED_PROXIES: '127.0.0.1', PUBLIC_RATE_LIMIT_GET: String(RATE_GET) });
+      try {
+        await get(behindProxy, '198.51.100.1');
+        expect((await get(behindProxy, '198.51.100.1')).headers.get('x-ratelimit-remaining')).to.equal(String(RATE_GET - 2));
+        expect((await get(behindProxy, '198.51.100.2')).headers.get('x-ratelimit-remaining')).to.equal(String(RATE_GET - 1));
+      } finally {
+        await behindProxy.close();
+      }
+    });
   });
 
   describe('POST /public/forms/{formId}', () => {

@@ -25,7 +25,7 @@ describe('configuration', () => {
   const invalid: Array<[string, string]> = [
     ['PORT', 'eighty'], ['DATABASE_URL', 'mysql://x'], ['REDIS_URL', 'nope'], ['WEBHOOK_RETRY_DELAYS_MS', '1,two'],
     ['WEBHOOK_TIMEOUT_MS', '-5'], ['ENCRYPTION_KEY', 'c2hvcnQ='], ['LOG_LEVEL', 'loud'], ['PUBLIC_RATE_LIMIT_POST', '0'],
-    ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'],
+    ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'], ['TRUSTED_PROXIES', '10.0.0.0/8, proxy.local'],
   ];
   for (const [name, value] of invalid) {
     it(`stops on ${name}=${value} with a message naming the variable`, () => {

@@ -7,7 +7,7 @@ import { buildPublicForm } from '../../public/public-form';
 import { submitPublicForm, type PublicRefusal } from '../../public/public-submission';
 import type { PublicFormJson } from '../../public/types';
 import { parseJsonBody } from '../pipeline';
-import { clientIp, limitPublicRequest, PublicError, publicErrors, publicRoute } from '../public-pipeline';
+import { clientIpResolver, limitPublicRequest, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
 
 const PUBLIC_FORM_CACHE_CONTROL = 'public, max-age=30';
@@ -70,6 +70,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
   const toPublicForm = publicFormBuilder(app);
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
+  const clientIp = clientIpResolver(app.config.trustedProxies);
 
   server.get('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
     const formId = formIdOrNotFound(req);
