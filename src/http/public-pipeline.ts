@@ -24,6 +24,29 @@ export const publicErrors = {
   internal: () => new PublicError(500, { success: false, error: 'internal_error' }),
 };
 
+/**
+ * The public JSON runtime may be called from any site (custom front ends): no credentials are ever
+ * involved, so any origin may read the answers, rate-limit headers included.
+ */
+export const PUBLIC_CORS_HEADERS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Expose-Headers': 'X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, X-Request-Id',
+};
+
+const PREFLIGHT_HEADERS = {
+  ...PUBLIC_CORS_HEADERS,
+  'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
+  'Access-Control-Allow-Headers': 'Content-Type',
+  'Access-Control-Max-Age': '600',
+};
+
+/** Answers a CORS preflight for a public JSON path. */
+export async function publicPreflight(_req: Request, res: Response): Promise<void> {
+  for (const [name, value] of Object.entries({ ...PUBLIC_SECURITY_HEADERS, ...PREFLIGHT_HEADERS })) res.header(name, value);
+  res.status(204);
+  res.end();
+}
+
 /** Headers every public response carries. */
 export const PUBLIC_SECURITY_HEADERS = {
   'X-Content-Type-Options': 'nosniff',
@@ -59,7 +82,7 @@ export type PublicHandler = (req: Request, res: Response) => Promise<Reply>;
 /** Runs a public handler; anything it throws is answered in the public error shape, never with internals. */
 export function publicRoute(app: AppContext, handler: PublicHandler) {
   return async function publicRouteHandler(req: Request, res: Response): Promise<void> {
-    for (const [name, value] of Object.entries(PUBLIC_SECURITY_HEADERS)) res.header(name, value);
+    for (const [name, value] of Object.entries({ ...PUBLIC_SECURITY_HEADERS, ...PUBLIC_CORS_HEADERS })) res.header(name, value);
     try {
       sendReply(res, await handler(req, res));
     } catch (err) {

@@ -117,6 +117,24 @@ describe('public runtime', () => {
       expect((await call(t.url, 'GET', `/public/forms/${form.id}`)).status).to.equal(200);
     });
 
+    it('can be called from any origin: CORS headers on answers and a preflight', async () => {
+      const res = await call(t.url, 'GET', `/public/forms/${form.id}`, { headers: { Origin: 'https://partner.example' } });
+      expect(res.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(res.headers.get('access-control-expose-headers')).to.include('X-RateLimit-Remaining');
+      for (const path of [`/public/forms/${form.id}`, `/public/forms/${form.id}/events`]) {
+        const preflight = await fetch(`${t.url}${path}`, {
+          method: 'OPTIONS',
+          headers: { Origin: 'https://partner.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'content-type' },
+        });
+        expect(preflight.status, path).to.equal(204);
+        expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
+        expect(preflight.headers.get('access-control-allow-methods')).to.include('POST');
+        expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).to.include('content-type');
+      }
+      const authenticatedApi = await call(t.url, 'GET', '/v1/forms', { key: tenant.key, headers: { Origin: 'https://partner.example' } });
+      expect(authenticatedApi.headers.get('access-control-allow-origin')).to.equal(null);
+    });
+
     it('ignores X-Forwarded-For unless the peer is a trusted proxy', async () => {
       const limited = await newForm();
       const get = (app: TestApp, forwardedFor: string) =>

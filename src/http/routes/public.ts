@@ -7,7 +7,7 @@ import { buildPublicForm } from '../../public/public-form';
 import { submitPublicForm, type PublicRefusal } from '../../public/public-submission';
 import type { PublicFormJson } from '../../public/types';
 import { parseJsonBody } from '../pipeline';
-import { clientIpResolver, limitPublicRequest, PublicError, publicErrors, publicRoute } from '../public-pipeline';
+import { clientIpResolver, limitPublicRequest, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
 
 const PUBLIC_FORM_CACHE_CONTROL = 'public, max-age=30';
@@ -71,6 +71,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   const toPublicForm = publicFormBuilder(app);
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
   const clientIp = clientIpResolver(app.config.trustedProxies);
+
+  server.opts('/public/forms/:formId', publicPreflight);
+  server.opts('/public/forms/:formId/events', publicPreflight);
 
   server.get('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
     const formId = formIdOrNotFound(req);
