@@ -1,8 +1,10 @@
 import { expect } from 'chai';
+import { UnrecoverableError, Worker } from 'bullmq';
+import IORedis from 'ioredis';
 import { relayOutbox, rollupUsage, runMaintenance } from '../../src/domain/usage/usage-jobs';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
-import { startStack, type Stack } from '../support/worker-stack';
+import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
 const FIELDS = [{ id: 'fld_a', type: 'text', label: 'A', required: false, config: {}, validationRules: {}, order: 0 }];
 
@@ -40,6 +42,29 @@ describe('usage queue jobs', () => {
     await relayOutbox(stack.api.app);
     const jobs = await queue.getJobs(['wait', 'delayed', 'prioritized']);
     expect(jobs.filter((j) => j.data.submissionId === old)).to.have.length(1);
+  });
+
+  it('retries a fan-out that used up its attempts once its outbox row has waited 30 minutes', async () => {
+    const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
+    const submissionId = await submit(form.id);
+    const queue = stack.api.app.producer.queue('submissions');
+    // A worker whose every attempt fails for good plays a fan-out that exhausted its retries.
+    const connection = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+    const failing = new Worker('submissions', async () => { throw new UnrecoverableError('database away'); }, { connection, prefix: stack.prefix });
+    try {
+      await waitUntil('the fan-out to fail', async () => (await queue.getJob(jobIds.fanout(submissionId)))?.isFailed() ?? false);
+    } finally {
+      await failing.close();
+      connection.disconnect();
+    }
+
+    await em().execute(`update outbox set created_at = now() - interval '20 minutes' where payload->>'submissionId' = ?`, [submissionId]);
+    await relayOutbox(stack.api.app);
+    expect(await (await queue.getJob(jobIds.fanout(submissionId)))!.getState()).to.equal('failed');
+
+    await em().execute(`update outbox set created_at = now() - interval '31 minutes' where payload->>'submissionId' = ?`, [submissionId]);
+    await relayOutbox(stack.api.app);
+    expect(await (await queue.getJob(jobIds.fanout(submissionId)))!.getState()).to.be.oneOf(['waiting', 'wait', 'prioritized']);
   });
 
   it('rolls up submissions per organization, form and UTC month', async () => {

@@ -1,3 +1,4 @@
+import type { Queue } from 'bullmq';
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { jobIds } from '../../queues/catalogue';
@@ -6,6 +7,8 @@ import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
 /** Rows younger than this are left to the enqueue that follows their own commit. */
 const RELAY_MIN_AGE_SECONDS = 5;
 const RELAY_BATCH = 500;
+/** Longer than a fan-out's own retries take (10 attempts, exponential from 1 s: about 9 minutes). */
+const FAILED_FANOUT_RETRY_AFTER_MINUTES = 30;
 const IDEMPOTENCY_TTL_HOURS = 24;
 
 /**
@@ -17,18 +20,32 @@ const IDEMPOTENCY_TTL_HOURS = 24;
 export async function relayOutbox(app: AppContext): Promise<number> {
   return app.orm.em.fork().transactional(async (tx) => {
     const rows = await tx.execute(
-      `select id::text as id, payload from outbox
+      `select id::text as id, payload, created_at < now() - interval '${FAILED_FANOUT_RETRY_AFTER_MINUTES} minutes' as stale from outbox
         where processed_at is null and topic = 'submission.created' and created_at < now() - interval '${RELAY_MIN_AGE_SECONDS} seconds'
         order by created_at limit ${RELAY_BATCH} for update skip locked`,
     );
     if (rows.length === 0) return 0;
-    await app.producer.queue('submissions').addBulk(rows.map((row: any) => ({
+    const queue = app.producer.queue('submissions');
+    await queue.addBulk(rows.map((row: any) => ({
       name: 'fanout',
       data: { submissionId: row.payload.submissionId, outboxId: row.id },
       opts: { jobId: jobIds.fanout(row.payload.submissionId) },
     })));
+    await retryFailedFanouts(queue, rows.filter((row: any) => row.stale).map((row: any) => row.payload.submissionId));
     return rows.length;
   });
+}
+
+/**
+ * A fan-out that used up its attempts (say, PostgreSQL was away for longer than its backoff) keeps
+ * its job id in the failed set, where adding it again does nothing: the relay retries it instead,
+ * for rows that have waited long enough that this is not a job still being retried.
+ */
+async function retryFailedFanouts(queue: Queue, submissionIds: string[]): Promise<void> {
+  for (const submissionId of submissionIds) {
+    const job = await queue.getJob(jobIds.fanout(submissionId));
+    if (job && (await job.isFailed())) await job.retry('failed');
+  }
 }
 
 /** Submissions per organization, form and UTC month, recomputed for this month and the last. */
