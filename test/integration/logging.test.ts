@@ -90,6 +90,9 @@ describe('structured logs', () => {
     for (const line of requests) expect(line.reqId).to.be.a('string').that.is.not.empty;
     const authenticated = requests.filter((line) => String(line.route).startsWith('/v1/') && line.status !== 401);
     for (const line of authenticated) expect(line.organizationId).to.equal(tenant.organizationId);
+    // A public submission is logged under the organization that owns the form.
+    const publicSubmit = requests.find((line) => line.route === '/public/forms/:formId' && line.status === 200);
+    expect(publicSubmit!.organizationId).to.equal(tenant.organizationId);
   });
 
   it('names the job and the attempt in job logs, without the job\'s data', () => {

@@ -51,9 +51,11 @@ export async function publishedForm(app: AppContext, formId: string): Promise<Ca
   return form && form.status === 'published' ? form : null;
 }
 
-async function publishedFormOrNotFound(app: AppContext, formId: string): Promise<CachedForm> {
+/** The published form, or 404; the request is logged under the form's organization. */
+async function publishedFormOrNotFound(app: AppContext, req: Request, formId: string): Promise<CachedForm> {
   const form = await publishedForm(app, formId);
   if (!form) throw publicErrors.formNotFound();
+  (req as any).organizationId = form.organizationId;
   return form;
 }
 
@@ -78,7 +80,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   server.get('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
     const formId = formIdOrNotFound(req);
     await limitPublicRequest(app, res, `pub-get:${clientIp(req)}:${formId}`, publicRateLimitGet);
-    const form = await publishedFormOrNotFound(app, formId);
+    const form = await publishedFormOrNotFound(app, req, formId);
     return { status: 200, body: toPublicForm(form), headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL } };
   }));
 
@@ -86,7 +88,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     const formId = formIdOrNotFound(req);
     const remoteIp = clientIp(req);
     await limitPublicRequest(app, res, `pub-post:${remoteIp}:${formId}`, publicRateLimitPost);
-    const result = await submitPublicForm(app, { formId, body: parseJsonBody(req), remoteIp });
+    const body = parseJsonBody(req);
+    await publishedFormOrNotFound(app, req, formId);
+    const result = await submitPublicForm(app, { formId, body, remoteIp });
     if (!result.ok) throw publicRefusalError(result.refusal);
     return { status: 200, body: { success: true, submissionId: result.submissionId }, headers: { 'Cache-Control': 'no-store' } };
   }));
@@ -96,7 +100,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     await limitPublicRequest(app, res, `pub-evt:${clientIp(req)}:${formId}`, publicRateLimitGet);
     const body = parseJsonBody(req);
     const { token, type } = (body && typeof body === 'object' ? body : {}) as Record<string, unknown>;
-    await publishedFormOrNotFound(app, formId);
+    await publishedFormOrNotFound(app, req, formId);
     if (!verifyAnalyticsToken(tokenKey, token, formId)) throw new PublicError(400, { success: false, error: 'invalid_token' });
     if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete');
     await recordAnalyticsEvent(app.orm.em.fork(), formId, type);
