@@ -24,6 +24,8 @@ export interface Config {
   publicRateLimitPost: number;
   adminToken: string | null;
   encryptionKey: Buffer | null;
+  /** Keys that still open values sealed before a rotation; never used to seal. */
+  previousEncryptionKeys: Buffer[];
   logLevel: string;
   metricsPort: number;
   workerConcurrency: number;
@@ -67,6 +69,12 @@ const schema = Joi.object({
   PUBLIC_RATE_LIMIT_POST: Joi.number().integer().min(1).default(20),
   ADMIN_TOKEN: Joi.string().min(16),
   ENCRYPTION_KEY: base64Key,
+  ENCRYPTION_KEYS_PREVIOUS: Joi.string().custom((value: string) => {
+    for (const entry of value.split(',').filter((e) => e.trim())) {
+      if (Buffer.from(entry.trim(), 'base64').length !== 32) throw new Error('every entry must be 32 bytes encoded in base64');
+    }
+    return value;
+  }),
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   METRICS_PORT: Joi.number().integer().min(0).max(65535).default(9100),
   WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
@@ -108,6 +116,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     publicRateLimitPost: v.PUBLIC_RATE_LIMIT_POST,
     adminToken: v.ADMIN_TOKEN ?? null,
     encryptionKey: v.ENCRYPTION_KEY ? Buffer.from(v.ENCRYPTION_KEY, 'base64') : null,
+    previousEncryptionKeys: v.ENCRYPTION_KEYS_PREVIOUS
+      ? String(v.ENCRYPTION_KEYS_PREVIOUS).split(',').filter((e) => e.trim()).map((e) => Buffer.from(e.trim(), 'base64'))
+      : [],
     logLevel: v.LOG_LEVEL,
     metricsPort: v.METRICS_PORT,
     workerConcurrency: v.WORKER_CONCURRENCY,

@@ -19,7 +19,10 @@ export interface AppContext {
   keyStore: KeyStore;
   rateLimiter: RateLimiter;
   formCache: FormCache;
+  /** The key new secrets are sealed with. */
   encryptionKey: Buffer;
+  /** Every key that may open a sealed value (the current one first). */
+  decryptionKeys: Buffer[];
   /** Drops a changed form from this process's cache and tells the other processes to. */
   forgetForm(formId: string): void;
   close(): Promise<void>;
@@ -64,16 +67,33 @@ export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
   }
 }
 
-async function resolveEncryptionKey(orm: Orm, config: Readonly<Config>, logger: Logger): Promise<Buffer> {
-  if (config.encryptionKey) return config.encryptionKey;
+export interface EncryptionKeys {
+  /** Seals everything new. */
+  current: Buffer;
+  /** Opens sealed values: the current key first, then the previous ones. */
+  all: Buffer[];
+}
+
+/**
+ * The current key is ENCRYPTION_KEY, or else one generated into the database at first start. A key
+ * generated earlier keeps opening what it sealed after ENCRYPTION_KEY is set, as do the keys in
+ * ENCRYPTION_KEYS_PREVIOUS, until `cli secrets reencrypt` has re-sealed everything.
+ */
+export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, logger: Logger): Promise<EncryptionKeys> {
   const conn = orm.em.getConnection();
-  await conn.execute(
-    `insert into system_settings (key, value) values ('encryption_key', ?) on conflict (key) do nothing`,
-    [randomBytes(32).toString('base64')],
-  );
-  const [row] = await conn.execute(`select value from system_settings where key = 'encryption_key'`);
-  logger.warn('ENCRYPTION_KEY is not set: using a key generated into the database; set ENCRYPTION_KEY in production');
-  return Buffer.from(row.value, 'base64');
+  if (!config.encryptionKey) {
+    await conn.execute(
+      `insert into system_settings (key, value) values ('encryption_key', ?) on conflict (key) do nothing`,
+      [randomBytes(32).toString('base64')],
+    );
+    logger.warn('ENCRYPTION_KEY is not set: using a key generated into the database; set ENCRYPTION_KEY in production');
+  }
+  const [stored] = await conn.execute(`select value from system_settings where key = 'encryption_key'`);
+  const generated = stored ? Buffer.from(stored.value, 'base64') : null;
+  const current = config.encryptionKey ?? generated!;
+  const all = [current, ...config.previousEncryptionKeys, ...(generated ? [generated] : [])]
+    .filter((key, i, keys) => keys.findIndex((other) => other.equals(key)) === i);
+  return { current, all };
 }
 
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
@@ -104,13 +124,13 @@ export async function createAppContext(config: Readonly<Config>, logger = create
       logger.warn({ err: (err as Error).message }, 'Redis unavailable: rate limits fall back to this process');
     }
   });
-  const encryptionKey = await resolveEncryptionKey(orm, config, logger);
+  const { current: encryptionKey, all: decryptionKeys } = await resolveEncryptionKeys(orm, config, logger);
   // Give Redis a moment to connect so the first requests are counted in Redis, not in the
   // per-process fallback; an unreachable Redis does not hold the start-up back.
   await untilReady(redis, 2_000);
   const producer = new Producer(producerConnection, config.queuePrefix);
   return {
-    config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey,
+    config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
     formCache,
     forgetForm(formId: string) {
       formCache.invalidate(formId);

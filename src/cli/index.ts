@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../../config';
+import { loadConfig, type Config } from '../../config';
 import { isPlan, PLANS, type Plan } from '../../config/plans';
-import { failFastRedis, prepareDatabase } from '../app';
+import { failFastRedis, prepareDatabase, resolveEncryptionKeys } from '../app';
+import { reencryptSecrets } from '../domain/secrets/reencrypt';
+import { createLogger } from '../lib/logger';
 import { initOrm, type Orm } from '../db/orm';
 import {
   AdminError, createApiKey, createOrganization, listApiKeys, organizationUsage, presentKey,
@@ -17,7 +19,8 @@ const USAGE = `usage: npm run --silent cli -- <command>
   orgs usage ORG_ID
   keys create --org ORG_ID --scopes "forms:read,submissions:*" [--name N] [--expires-at ISO]
   keys list --org ORG_ID
-  keys revoke KEY_ID`;
+  keys revoke KEY_ID
+  secrets reencrypt                 (after rotating ENCRYPTION_KEY; see deploy/README.md)`;
 
 class UsageError extends Error {}
 
@@ -67,7 +70,8 @@ async function announce(redisUrl: string, message: `key:${string}` | `org:${stri
   }
 }
 
-async function run(argv: string[], orm: Orm, redisUrl: string): Promise<unknown> {
+async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<unknown> {
+  const redisUrl = config.redisUrl;
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -111,6 +115,8 @@ async function run(argv: string[], orm: Orm, redisUrl: string): Promise<unknown>
       await announce(redisUrl, `key:${key.id}`);
       return presentKey(key);
     }
+    case 'secrets reencrypt':
+      return reencryptSecrets(em, await resolveEncryptionKeys(orm, config, createLogger('silent')));
     default:
       throw new UsageError(USAGE);
   }
@@ -126,7 +132,7 @@ async function main(): Promise<void> {
   }
   const orm = await initOrm(config.databaseUrl, 2);
   try {
-    process.stdout.write(`${JSON.stringify(await run(argv, orm, config.redisUrl))}\n`);
+    process.stdout.write(`${JSON.stringify(await run(argv, orm, config))}\n`);
   } finally {
     await orm.close();
   }

@@ -14,12 +14,27 @@ export function seal(plain: string, key: Buffer): string {
   return SEALED_PREFIX + Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64');
 }
 
-export function unseal(sealed: string, key: Buffer): string {
-  if (!sealed.startsWith(SEALED_PREFIX)) throw new Error('not a sealed value');
-  const raw = Buffer.from(sealed.slice(SEALED_PREFIX.length), 'base64');
+function unsealWith(raw: Buffer, key: Buffer): string {
   const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
   decipher.setAuthTag(raw.subarray(12, 28));
   return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+}
+
+/**
+ * Opens a sealed value with the first key that authenticates it: the current key, then the
+ * previous ones while a key rotation is under way (GCM's tag tells a wrong key apart).
+ */
+export function unseal(sealed: string, keys: Buffer | readonly Buffer[]): string {
+  if (!sealed.startsWith(SEALED_PREFIX)) throw new Error('not a sealed value');
+  const raw = Buffer.from(sealed.slice(SEALED_PREFIX.length), 'base64');
+  for (const key of Array.isArray(keys) ? keys : [keys]) {
+    try {
+      return unsealWith(raw, key);
+    } catch {
+      // not this key
+    }
+  }
+  throw new Error('no encryption key opens this value (is a previous key missing from ENCRYPTION_KEYS_PREVIOUS?)');
 }
 
 export function isSealed(value: unknown): value is string {

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -8,9 +9,13 @@ import { DIST_ROOT } from '../support/processes';
 const run = promisify(execFile);
 
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string; json: any }> {
+  return cliWith({}, ...args);
+}
+
+async function cliWith(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string; json: any }> {
   try {
     const { stdout, stderr } = await run(process.execPath, [path.join(DIST_ROOT, 'src/cli/index.js'), ...args], {
-      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+      env: { ...process.env, NODE_NO_WARNINGS: '1', ...env },
     });
     return { code: 0, stdout, stderr, json: JSON.parse(stdout) };
   } catch (err: any) {
@@ -67,6 +72,22 @@ describe('admin CLI', () => {
     const key = await cli('keys', 'create', '--org', org.json.id, '--scopes', '*', '--expires-at', '2020-01-01T00:00:00Z');
     expect(key.json.expiresAt).to.equal('2020-01-01T00:00:00.000Z');
     expect((await call(t.url, 'GET', '/v1/forms', { key: key.json.key })).status).to.equal(401);
+  });
+
+  it('re-encrypts secrets with the current key, and refuses when a sealed value opens with no configured key', async () => {
+    const tenant = await (await import('../support/harness')).createTenant(t.app);
+    const hook = await call(t.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'x', url: 'http://127.0.0.1:9/h', events: ['submission.created'] } });
+    expect(hook.status).to.equal(201);
+    const done = await cli('secrets', 'reencrypt');
+    expect(done.code).to.equal(0);
+    expect(done.json).to.deep.equal({ webhooks: 0, forms: 0, submissions: 0 });
+    const [before] = await t.app.orm.em.getConnection().execute('select secret_sealed from webhooks where id = ?', [hook.body.webhook.id]);
+
+    const wrongKey = await cliWith({ ENCRYPTION_KEY: randomBytes(32).toString('base64') }, 'secrets', 'reencrypt');
+    expect(wrongKey.code).to.not.equal(0);
+    expect(wrongKey.stderr).to.include('no encryption key opens this value');
+    const [after] = await t.app.orm.em.getConnection().execute('select secret_sealed from webhooks where id = ?', [hook.body.webhook.id]);
+    expect(after.secret_sealed).to.equal(before.secret_sealed);
   });
 
   it('fails with a message on stderr and a non-zero exit for bad input', async () => {

@@ -86,7 +86,7 @@ export async function attemptCrmSync(
   const contact = buildContactUpsert(integration.fieldMap, row.data, row.submitter_email);
   if (!contact) return markUnsyncable(em, syncId, 'No email address to match a contact');
 
-  const token = unseal(integration.accessToken, app.encryptionKey);
+  const token = unseal(integration.accessToken, app.decryptionKeys);
   const connectionId = connectionIdOf(token);
   const remainingMs = await pauses.remainingMs(connectionId);
   if (remainingMs > 0) return { kind: 'paused', remainingMs };

@@ -88,7 +88,7 @@ export async function attemptDelivery(
   }
 
   const result = await sendSigned(app.config, {
-    url: row.url, secret: unseal(row.secret_sealed, app.encryptionKey), body: row.payload,
+    url: row.url, secret: unseal(row.secret_sealed, app.decryptionKeys), body: row.payload,
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();

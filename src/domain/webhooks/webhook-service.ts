@@ -119,10 +119,10 @@ export interface TestSendOutcome {
 }
 
 /** A signed `webhook.test` event, sent once and not recorded as a delivery. */
-export async function sendTestEvent(config: Readonly<Config>, webhook: Webhook, encryptionKey: Buffer): Promise<TestSendOutcome> {
+export async function sendTestEvent(config: Readonly<Config>, webhook: Webhook, decryptionKeys: readonly Buffer[]): Promise<TestSendOutcome> {
   const body = JSON.stringify(buildTestEvent(newId('evt'), webhook.id, new Date()));
   const result = await sendSigned(config, {
-    url: webhook.url, secret: unseal(webhook.secretSealed, encryptionKey), body, eventType: WEBHOOK_TEST,
+    url: webhook.url, secret: unseal(webhook.secretSealed, decryptionKeys), body, eventType: WEBHOOK_TEST,
     deliveryId: newId('dlv'),
   });
   return {

@@ -155,6 +155,6 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     const id = pathId(req, 'webhookId', WEBHOOK_ID);
     const webhook = id && (await findWebhook(em, organizationId, id));
     if (!webhook) throw webhookNotFound();
-    return { status: 200, body: await sendTestEvent(app.config, webhook, app.encryptionKey) };
+    return { status: 200, body: await sendTestEvent(app.config, webhook, app.decryptionKeys) };
   }));
 }
