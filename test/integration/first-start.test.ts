@@ -1,14 +1,12 @@
 import { expect } from 'chai';
-import { Client } from 'pg';
+import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call } from '../support/harness';
 import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
 
 /** `npm start`'s entry against a database that does not exist yet. */
 describe('first start (node dist/src/main.js)', function () {
   this.timeout(60_000);
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `${url.pathname}_boot`;
-  const databaseUrl = url.toString();
+  const databaseUrl = sideDatabaseUrl('boot');
 
   async function start(): Promise<{ proc: ServiceProcess; base: string }> {
     const port = await freePort();
@@ -25,14 +23,7 @@ describe('first start (node dist/src/main.js)', function () {
     return { proc, base };
   }
 
-  after(async () => {
-    const admin = new URL(databaseUrl);
-    admin.pathname = '/postgres';
-    const client = new Client({ connectionString: admin.toString() });
-    await client.connect();
-    await client.query(`drop database if exists "${url.pathname.slice(1)}" with (force)`);
-    await client.end();
-  });
+  after(async () => dropDatabase(databaseUrl));
 
   it('creates the database, migrates, prints the default organization\'s key once, and the key works', async () => {
     const first = await start();

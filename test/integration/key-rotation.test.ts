@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { reencryptSecrets } from '../../src/domain/secrets/reencrypt';
 import { verifySignature } from '../../src/domain/webhooks/signing';
 import { unseal } from '../../src/lib/crypto';
+import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp } from '../support/harness';
 
@@ -13,9 +13,7 @@ import { call, createPublishedForm, createTenant, fieldInput as field, startTest
 describe('encryption key rotation', function () {
   this.timeout(30_000);
   // A database of its own: re-encryption rewrites every sealed value it holds.
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `${url.pathname}_rotation`;
-  const databaseUrl = url.toString();
+  const databaseUrl = sideDatabaseUrl('rotation');
   const [oldKey, newKey] = [randomBytes(32), randomBytes(32)];
   const b64 = (key: Buffer) => key.toString('base64');
   let receiver: Receiver;
@@ -28,12 +26,7 @@ describe('encryption key rotation', function () {
   after(async () => {
     await app?.close();
     await receiver.close();
-    const admin = new URL(databaseUrl);
-    admin.pathname = '/postgres';
-    const client = new Client({ connectionString: admin.toString() });
-    await client.connect();
-    await client.query(`drop database if exists "${url.pathname.slice(1)}" with (force)`);
-    await client.end();
+    await dropDatabase(databaseUrl);
   });
 
   async function restart(env: Record<string, string>): Promise<TestApp> {

@@ -1,7 +1,7 @@
-import { Client } from 'pg';
 import { randomBytes } from 'node:crypto';
-import { prepareDatabase } from '../../src/app';
 import { loadConfig } from '../../config';
+import { prepareDatabase } from '../../src/app';
+import { dropDatabase } from './databases';
 
 /**
  * Root hooks: every test run gets a throwaway database and its own queue prefix on the real
@@ -27,12 +27,6 @@ export const mochaHooks = {
   async afterAll(this: Mocha.Context) {
     this.timeout(30_000);
     if (process.env.KEEP_TEST_DB) return;
-    const client = new Client({ connectionString: adminUrl });
-    await client.connect();
-    try {
-      await client.query(`drop database if exists "${dbName}" with (force)`);
-    } finally {
-      await client.end();
-    }
+    await dropDatabase(dbUrl.toString());
   },
 };
