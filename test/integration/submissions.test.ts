@@ -244,6 +244,8 @@ describe('submissions API', () => {
       expect(first.status).to.equal(201);
       expect(second.status).to.equal(201);
       expect(second.body).to.deep.equal(first.body);
+      expect(first.headers.get('idempotent-replayed')).to.equal(null);
+      expect(second.headers.get('idempotent-replayed')).to.equal('true');
       const [n] = await t.app.orm.em.getConnection().execute(
         `select count(*)::int as n from submissions where form_id = ? and data->>'fld_name' = 'Idem'`, [form.id]);
       expect(n.n).to.equal(1);
