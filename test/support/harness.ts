@@ -1,4 +1,4 @@
-import { loadConfig, type Config } from '../../config';
+import { loadConfig } from '../../config';
 import type { Plan } from '../../config/plans';
 import { createAppContext, type AppContext } from '../../src/app';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
@@ -28,10 +28,6 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { log
       await app.close();
     },
   };
-}
-
-export function testConfig(env: Record<string, string> = {}): Readonly<Config> {
-  return loadConfig({ ...process.env, ...env });
 }
 
 export interface TestTenant {

@@ -1,4 +1,4 @@
-import { PLAN_LIMITS, type Plan } from '../../../config/plans';
+import type { Plan } from '../../../config/plans';
 import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { effectiveQuota, quotaMonth } from '../quotas/quota';
@@ -92,4 +92,3 @@ export async function bootstrapDefaultOrganization(em: Em): Promise<{ organizati
   });
 }
 
-export { PLAN_LIMITS };

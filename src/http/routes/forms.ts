@@ -13,7 +13,7 @@ import { errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { presentFormDetail, presentFormSummary } from '../presenters';
 import { validate } from '../validation';
-import { FORM_ID, formIdParam, settingsSchema } from './schemas';
+import { formIdParam, settingsSchema } from './schemas';
 
 const slug = Joi.string().min(1).max(100).pattern(/^[a-z0-9]+(?:-[a-z0-9]+)*$/)
   .message('slug must be lowercase letters, digits and single hyphens').allow(null);
@@ -106,4 +106,3 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
   }));
 }
 
-export { FORM_ID };
