@@ -1,18 +1,11 @@
 // A submission through the public runtime: the request body's own rules, the bot challenge, then
 // the one submission flow the API uses (same validation, quota, outbox, webhooks and CRM syncs).
-import Joi from 'joi';
 import type { AppContext } from '../app';
-import { createSubmission, type SubmissionRefusal } from '../domain/submissions/create-submission';
-import type { FieldError } from '../domain/submissions/validate';
+import { createSubmission, submitterErrors, type SubmissionRefusal } from '../domain/submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
 const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'captchaToken']);
-
-const metadataSchema = Joi.object({
-  submitterEmail: Joi.string().email({ tlds: false }).max(320).allow(null),
-  submitterName: Joi.string().max(500).allow(null),
-});
 
 export interface PublicSubmissionRequest {
   formId: string;
@@ -37,14 +30,6 @@ export function bodyProblem(body: unknown): string | null {
   const values = (body as Record<string, unknown>).values;
   if (!values || typeof values !== 'object' || Array.isArray(values)) return 'Request body must contain a "values" object';
   return null;
-}
-
-/** submitterEmail/submitterName problems, reported with the field errors (key = property name). */
-export function metadataErrors(body: Record<string, unknown>): FieldError[] {
-  const { error } = metadataSchema.validate(
-    { submitterEmail: body.submitterEmail, submitterName: body.submitterName }, { abortEarly: false },
-  );
-  return (error?.details ?? []).map((d) => ({ field: String(d.path[0]), message: d.message.replace(/"/g, '') }));
 }
 
 export async function submitPublicForm(app: AppContext, request: PublicSubmissionRequest): Promise<PublicSubmissionResult> {
@@ -74,7 +59,7 @@ export async function submitPublicForm(app: AppContext, request: PublicSubmissio
     submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
     submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
     source: 'public',
-    metadataErrors: metadataErrors(body),
+    metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
   });
   return result.ok ? { ok: true, submissionId: result.submission.id } : { ok: false, refusal: result.refusal };
 }

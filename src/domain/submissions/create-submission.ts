@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import Joi from 'joi';
 import type { AppContext } from '../../app';
 import { seal } from '../../lib/crypto';
 import { newId } from '../../lib/ids';
@@ -50,6 +51,17 @@ export type SubmissionResult =
   | { ok: false; refusal: SubmissionRefusal };
 
 const refuse = (refusal: SubmissionRefusal): SubmissionResult => ({ ok: false, refusal });
+
+const submitterSchema = Joi.object({
+  submitterEmail: Joi.string().email({ tlds: false }).max(320).allow(null),
+  submitterName: Joi.string().max(500).allow(null),
+});
+
+/** submitterEmail/submitterName problems, reported beside the field errors (field = property name). */
+export function submitterErrors(submitterEmail: unknown, submitterName: unknown): FieldError[] {
+  const { error } = submitterSchema.validate({ submitterEmail, submitterName }, { abortEarly: false });
+  return (error?.details ?? []).map((d) => ({ field: String(d.path[0]), message: d.message.replace(/"/g, '') }));
+}
 
 /** Key order does not change what a body means, so it does not change its fingerprint. */
 function canonicalJson(value: unknown): string {

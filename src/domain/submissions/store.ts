@@ -104,7 +104,7 @@ export interface StoredIdempotency {
   body: unknown;
 }
 
-const IDEMPOTENCY_TTL_HOURS = 24;
+export const IDEMPOTENCY_TTL_HOURS = 24;
 
 /** A record older than 24 hours is forgotten (and removed) so the key can be used again. */
 export async function findIdempotencyRecord(orm: Orm, organizationId: string, key: string): Promise<StoredIdempotency | null> {

@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { jobIds } from '../../queues/catalogue';
+import { IDEMPOTENCY_TTL_HOURS } from '../submissions/store';
 import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
 
 /** Rows younger than this are left to the enqueue that follows their own commit. */
@@ -9,7 +10,6 @@ const RELAY_MIN_AGE_SECONDS = 5;
 const RELAY_BATCH = 500;
 /** Longer than a fan-out's own retries take (10 attempts, exponential from 1 s: about 9 minutes). */
 const FAILED_FANOUT_RETRY_AFTER_MINUTES = 30;
-const IDEMPOTENCY_TTL_HOURS = 24;
 
 /**
  * Hands outbox rows that never reached the queue (Redis was down, or the process died between

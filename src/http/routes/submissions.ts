@@ -1,14 +1,14 @@
 import Joi from 'joi';
 import type { Server } from 'restify';
 import type { AppContext } from '../../app';
-import { createSubmission, type SubmissionRefusal } from '../../domain/submissions/create-submission';
+import { createSubmission, submitterErrors, type SubmissionRefusal } from '../../domain/submissions/create-submission';
 import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
 import { findForm } from '../../domain/forms/form-service';
 import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
-import { joiDetails, validate } from '../validation';
+import { validate } from '../validation';
 import { formIdParam, submissionIdParam } from './schemas';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
@@ -35,11 +35,6 @@ export function dateBounds(startDate?: string, endDate?: string): { from: Date |
     : null;
   return { from, until };
 }
-
-const metadataSchema = Joi.object({
-  submitterEmail: Joi.string().email({ tlds: false }).max(320).allow(null),
-  submitterName: Joi.string().max(500).allow(null),
-});
 
 export const IDEMPOTENCY_KEY_MAX = 255;
 
@@ -72,9 +67,8 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     }
     const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
     const { submitterEmail, submitterName, data, ...unknownKeys } = input;
-    const metadata = metadataSchema.validate({ submitterEmail, submitterName }, { abortEarly: false });
     const metadataErrors = [
-      ...(metadata.error ? joiDetails(metadata.error) : []),
+      ...submitterErrors(submitterEmail, submitterName),
       ...Object.keys(unknownKeys).map((k) => ({ field: k, message: 'Unknown property' })),
     ];
     const result = await createSubmission(app, {
