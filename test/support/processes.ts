@@ -18,7 +18,9 @@ export async function freePort(): Promise<number> {
 export interface ServiceProcess {
   child: ChildProcess;
   output(): string;
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Resolves with the exit code, or the signal's name when a signal ended the process. */
+  exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
 /** Runs a compiled entry point (e.g. `src/api.js`) as a child process with the test run's env. */
@@ -30,10 +32,11 @@ export function spawnEntry(entry: string, env: Record<string, string> = {}, node
   let output = '';
   child.stdout!.on('data', (chunk) => { output += chunk; });
   child.stderr!.on('data', (chunk) => { output += chunk; });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
   return {
     child,
     output: () => output,
+    exited,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;

@@ -1,6 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { createAppContext, type AppContext } from '../../src/app';
@@ -8,6 +6,7 @@ import { createLogger } from '../../src/lib/logger';
 import type { QueueName } from '../../src/queues/catalogue';
 import { startWorkers, type RunningWorkers } from '../../workers/runtime';
 import { startTestApp, type TestApp } from './harness';
+import { spawnEntry, type ServiceProcess } from './processes';
 
 /** Short retry delays so retry paths run in milliseconds. */
 export const FAST_RETRIES = '100,200,300';
@@ -84,23 +83,11 @@ export async function waitUntil<T>(what: string, check: () => Promise<T>, timeou
   }
 }
 
-export interface WorkerChild {
-  child: ChildProcess;
-  output(): string;
-  /** Resolves with the exit code (or signal name). */
-  exited: Promise<number | string>;
-}
+export type WorkerChild = ServiceProcess;
 
 /** `node dist/workers/<name>.js` as a child process, with the test run's environment plus `env`. */
 export function spawnWorker(name: 'webhooks' | 'submissions' | 'crm' | 'usage' | 'all', env: Record<string, string>): WorkerChild {
-  const script = path.resolve(__dirname, `../../workers/${name}.js`);
-  const child = spawn(process.execPath, [script], {
-    env: { ...process.env, HOST: '127.0.0.1', METRICS_PORT: '0', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  return spawnEntry(`workers/${name}.js`, {
+    HOST: '127.0.0.1', METRICS_PORT: '0', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn', ...env,
   });
-  let output = '';
-  child.stdout!.on('data', (chunk) => { output += chunk; });
-  child.stderr!.on('data', (chunk) => { output += chunk; });
-  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
-  return { child, output: () => output, exited };
 }
