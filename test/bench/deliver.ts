@@ -9,8 +9,8 @@ import { newId } from '../../src/lib/ids';
 import { jobIds } from '../../src/queues/catalogue';
 import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
-import { waitUntil, type ServiceProcess } from '../support/processes';
-import { benchEnvironment, benchNumber, percentile, seedWebhookBench, startEntry } from './support';
+import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
+import { benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
 
 /**
  * Delivery benchmark (issue 4). Phase 1: a steady submission rate against the API process, with one

@@ -6,7 +6,8 @@ import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { newId } from '../../src/lib/ids';
-import { benchEnvironment, benchNumber, startEntry } from './support';
+import { startEntry } from '../support/processes';
+import { benchEnvironment, benchNumber } from './support';
 
 /**
  * Ingest benchmark (issue 3): authenticated submission creation under 32 connections with many keys,

@@ -4,8 +4,8 @@ import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
-import { waitUntil, type ServiceProcess } from '../support/processes';
-import { benchArg, benchEnvironment, percentile, seedWebhookBench, startEntry } from './support';
+import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
+import { benchArg, benchEnvironment, percentile, seedWebhookBench } from './support';
 
 /**
  * Horizontal scaling benchmark (issue 6): two API processes, one submissions (fan-out) worker, one

@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import IORedis from 'ioredis';
-import { Client } from 'pg';
 import { initOrm } from '../../src/db/orm';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { createWebhook } from '../../src/domain/webhooks/webhook-service';
 import { newId } from '../../src/lib/ids';
-import { freePort, spawnEntry, waitUntil, type ServiceProcess } from '../support/processes';
+import { deleteQueueKeys, dropDatabase } from '../support/databases';
 
 /** A throwaway database and queue prefix for one benchmark run, removed afterwards. */
 export function benchEnvironment(label: string) {
@@ -21,18 +19,8 @@ export function benchEnvironment(label: string) {
     redisUrl,
     queuePrefix: `fsbench${runId}`,
     async cleanup() {
-      const client = new Client({ connectionString: adminUrl });
-      await client.connect();
-      await client.query(`drop database if exists "formservice_bench_${runId}" with (force)`);
-      await client.end();
-      const redis = new IORedis(redisUrl);
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `fsbench${runId}:*`, 'COUNT', 1000);
-        if (keys.length) await redis.del(...keys);
-        cursor = next;
-      } while (cursor !== '0');
-      redis.disconnect();
+      await dropDatabase(dbUrl.toString());
+      await deleteQueueKeys(`fsbench${runId}`);
     },
   };
 }
@@ -51,27 +39,6 @@ export function benchArg(name: string, fallback: string): string {
 
 export function benchNumber(name: string, fallback: number): number {
   return Number(benchArg(name, String(fallback)));
-}
-
-export interface StartedEntry {
-  proc: ServiceProcess;
-  url: string;
-}
-
-/** Spawns a compiled entry point on a free port (`PORT`, or `METRICS_PORT` for workers) and waits for /healthz. */
-export async function startEntry(
-  entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT' = 'PORT', nodeArgs: string[] = [],
-): Promise<StartedEntry> {
-  const port = await freePort();
-  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) }, nodeArgs);
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
-  } catch {
-    await proc.stop('SIGKILL');
-    throw new Error(`${entry} did not start:\n${proc.output()}`);
-  }
-  return { proc, url };
 }
 
 export interface WebhookBench {

@@ -3,8 +3,9 @@ import { verifySignature } from '../../src/domain/webhooks/signing';
 import { startFakeHubspot, type FakeHubspot } from '../support/fakes/hubspot';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp } from '../support/harness';
+import { deleteQueueKeys } from '../support/databases';
 import {
-  deleteQueueKeys, FAST_RETRIES, freshQueuePrefix, spawnWorker, startInProcessWorkers, startStack, waitUntil,
+  FAST_RETRIES, freshQueuePrefix, spawnWorker, startInProcessWorkers, startStack, waitUntil,
   type InProcessWorkers, type Stack, type WorkerChild,
 } from '../support/worker-stack';
 

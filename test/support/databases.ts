@@ -1,3 +1,4 @@
+import IORedis from 'ioredis';
 import { Client } from 'pg';
 
 /** The run's database URL with a suffix on the name: a database of a test's own. */
@@ -18,5 +19,20 @@ export async function dropDatabase(databaseUrl: string): Promise<void> {
     await client.query(`drop database if exists "${name.replace(/"/g, '""')}" with (force)`);
   } finally {
     await client.end();
+  }
+}
+
+/** Deletes every Redis key under a queue prefix (a test's or benchmark's own). */
+export async function deleteQueueKeys(prefix: string): Promise<void> {
+  const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      if (keys.length) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
   }
 }

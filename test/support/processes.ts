@@ -53,16 +53,29 @@ export async function waitUntil(check: () => Promise<boolean> | boolean, timeout
   }
 }
 
-/** Starts `node dist/src/api.js` on a free port and waits for /healthz. */
-export async function spawnApi(env: Record<string, string> = {}): Promise<ServiceProcess & { url: string }> {
+export interface StartedEntry {
+  proc: ServiceProcess;
+  url: string;
+}
+
+/** Spawns a compiled entry point on a free port (`PORT`, or `METRICS_PORT` for workers) and waits for /healthz. */
+export async function startEntry(
+  entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT' = 'PORT', nodeArgs: string[] = [],
+): Promise<StartedEntry> {
   const port = await freePort();
-  const proc = spawnEntry('src/api.js', { HOST: '127.0.0.1', PORT: String(port), ...env });
+  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) }, nodeArgs);
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 15_000);
-  } catch (err) {
+    await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
+  } catch {
     await proc.stop('SIGKILL');
-    throw new Error(`API did not start: ${proc.output()}`);
+    throw new Error(`${entry} did not start:\n${proc.output()}`);
   }
+  return { proc, url };
+}
+
+/** Starts `node dist/src/api.js` on a free port and waits for /healthz. */
+export async function spawnApi(env: Record<string, string> = {}): Promise<ServiceProcess & { url: string }> {
+  const { proc, url } = await startEntry('src/api.js', env);
   return { ...proc, url };
 }

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { createAppContext, type AppContext } from '../../src/app';
 import { createLogger } from '../../src/lib/logger';
 import type { QueueName } from '../../src/queues/catalogue';
 import { startWorkers, type RunningWorkers } from '../../workers/runtime';
 import { startTestApp, type TestApp } from './harness';
+import { deleteQueueKeys } from './databases';
 import { spawnEntry, type ServiceProcess } from './processes';
 
 /** Short retry delays so retry paths run in milliseconds. */
@@ -56,20 +56,6 @@ export async function startStack(queues: readonly QueueName[], env: Record<strin
       await deleteQueueKeys(prefix);
     },
   };
-}
-
-export async function deleteQueueKeys(prefix: string): Promise<void> {
-  const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      if (keys.length) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
 }
 
 /** Polls until `check` returns a truthy value; rejects with `what` after timeoutMs. */
