@@ -3,7 +3,7 @@ import type { Server } from 'restify';
 import type { AppContext } from '../../app';
 import { FORM_STATUSES } from '../../domain/forms/entities';
 import {
-  createForm, findForm, getFormDetail, listForms, replaceStructure, SlugTakenError, softDeleteForm,
+  createForm, findForm, getFormDetail, listForms, loadStructure, replaceStructure, SlugTakenError, softDeleteForm,
   updateFormMetadata, type FormInput, type FormPatch,
 } from '../../domain/forms/form-service';
 import { normalizeStructure } from '../../domain/forms/structure';
@@ -82,14 +82,13 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     const form = await updateFormMetadata(em, organizationId, formId, patch).catch(slugTaken);
     if (!form) throw formNotFound();
     app.forgetForm(formId);
-    const detail = await getFormDetail(em, organizationId, formId);
-    return { status: 200, body: { form: presentFormDetail(detail!) } };
+    return { status: 200, body: { form: presentFormDetail({ form, ...(await loadStructure(em, formId)) }) } };
   }));
 
   server.put(`/v1/forms/:formId/structure`, authenticated(app, 'forms:write', async ({ em, organizationId, req, json }) => {
     const body = json();
     const formId = formIdParam(req);
-    if (!formId || !(await getFormDetail(em, organizationId, formId))) throw formNotFound();
+    if (!formId || !(await findForm(em, organizationId, formId))) throw formNotFound();
     const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any> }>(structureSchema, body);
     const structure = structureOrFail(input.pages, input.fields);
     const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey);
