@@ -25,6 +25,36 @@ export class Producer {
     return this.queues.get(name)!;
   }
 
+  /**
+   * Queues the job of a database row that is still owed work, whatever the queue remembers of it,
+   * so that a job id derived from the row never runs twice at once and never starts a second chain:
+   * - a job running now is left alone (it reads the row afresh when it settles): 'live';
+   * - a waiting or delayed job is left alone ('live') unless `replaceWaiting`, which replaces it so
+   *   its schedule gives way to `delay` (a manual retry runs now, not at the old retry time);
+   * - a completed or failed job, or none at all (Redis forgot it), is (re)added: 'queued'.
+   */
+  async requeue<Q extends QueueName, N extends JobName<Q>>(
+    queue: Q, name: N, payload: JobPayload<Q, N>,
+    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean },
+  ): Promise<'queued' | 'live'> {
+    const q = this.queue(queue);
+    const existing = await q.getJob(opts.jobId);
+    if (existing) {
+      const state = await existing.getState();
+      if (state === 'active') return 'live';
+      if (!opts.replaceWaiting && state !== 'completed' && state !== 'failed' && state !== 'unknown') return 'live';
+      try {
+        await existing.remove();
+      } catch {
+        return 'live'; // a worker took it between the two calls: it is running now
+      }
+    }
+    await q.add(name, payload, {
+      jobId: opts.jobId, ...(opts.delay ? { delay: opts.delay } : {}), ...(opts.attempts ? { attempts: opts.attempts } : {}),
+    });
+    return 'queued';
+  }
+
   async add<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>, opts: { jobId: string; delay?: number; attempts?: number },
   ): Promise<void> {
