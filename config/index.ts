@@ -34,6 +34,16 @@ export interface Config {
   workerLockMs: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   trustedProxies: string[];
+  /** PostgreSQL statement, lock-wait and idle-in-transaction limits in ms (0: none). */
+  dbTimeouts: { statementMs: number; lockMs: number; idleInTransactionMs: number };
+  /** Ended deliveries, CRM syncs and processed outbox rows older than this many days are removed. */
+  retentionDays: number;
+  /** How often the sweep looks for owed deliveries and syncs that have no live job. */
+  owedSweepIntervalMs: number;
+  /** Idle keep-alive connections stay open this long: longer than a load balancer's idle timeout. */
+  httpKeepAliveTimeoutMs: number;
+  /** Time allowed for a request's headers; above the keep-alive timeout. */
+  httpHeadersTimeoutMs: number;
 }
 
 const delayList = Joi.string()
@@ -85,6 +95,15 @@ const schema = Joi.object({
     parseTrustedProxies(value.split(',').filter((entry) => entry.trim()));
     return value;
   }),
+  DB_STATEMENT_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(4_000),
+  DB_LOCK_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(2_000),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(15_000),
+  RETENTION_DAYS: Joi.number().integer().min(1).max(3650).default(30),
+  OWED_SWEEP_INTERVAL_MS: Joi.number().integer().min(100).max(3_600_000).default(30_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: Joi.number().integer().min(1_000).max(3_600_000).default(65_000),
+  HTTP_HEADERS_TIMEOUT_MS: Joi.number().integer().min(1_000).max(3_600_000)
+    .greater(Joi.ref('HTTP_KEEP_ALIVE_TIMEOUT_MS')).default((parent) => parent.HTTP_KEEP_ALIVE_TIMEOUT_MS + 1_000)
+    .messages({ 'number.greater': '"HTTP_HEADERS_TIMEOUT_MS" must be greater than HTTP_KEEP_ALIVE_TIMEOUT_MS' }),
 }).unknown(true);
 
 export class ConfigError extends Error {}
@@ -126,5 +145,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     dbPoolMax: v.DB_POOL_MAX,
     workerLockMs: v.WORKER_LOCK_MS,
     trustedProxies: v.TRUSTED_PROXIES ? String(v.TRUSTED_PROXIES).split(',').map((e) => e.trim()).filter(Boolean) : [],
+    dbTimeouts: {
+      statementMs: v.DB_STATEMENT_TIMEOUT_MS, lockMs: v.DB_LOCK_TIMEOUT_MS, idleInTransactionMs: v.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    },
+    retentionDays: v.RETENTION_DAYS,
+    owedSweepIntervalMs: v.OWED_SWEEP_INTERVAL_MS,
+    httpKeepAliveTimeoutMs: v.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    httpHeadersTimeoutMs: v.HTTP_HEADERS_TIMEOUT_MS,
   });
 }

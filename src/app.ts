@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import IORedis, { type Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config';
-import { ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
+import { ADMIN_DB_TIMEOUTS, ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
 import { INVALIDATION_CHANNEL, KeyStore, publishInvalidation } from './domain/auth/key-store';
 import { FormCache } from './domain/forms/form-cache';
 import { RateLimiter } from './domain/quotas/rate-limiter';
@@ -59,7 +59,7 @@ function untilReady(client: Redis, timeoutMs: number): Promise<void> {
 
 export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
   await ensureDatabase(config.databaseUrl);
-  const orm = await initOrm(config.databaseUrl, 1);
+  const orm = await initOrm(config.databaseUrl, 1, ADMIN_DB_TIMEOUTS);
   try {
     await migrate(orm);
   } finally {
@@ -97,7 +97,7 @@ export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, 
 }
 
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
-  const orm = await initOrm(config.databaseUrl, config.dbPoolMax);
+  const orm = await initOrm(config.databaseUrl, config.dbPoolMax, config.dbTimeouts);
   const redis = failFastRedis(config.redisUrl);
   const producerConnection = failFastRedis(config.redisUrl);
   const subscriber = failFastRedis(config.redisUrl, { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined });
@@ -127,7 +127,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   const { current: encryptionKey, all: decryptionKeys } = await resolveEncryptionKeys(orm, config, logger);
   // Give Redis a moment to connect so the first requests are counted in Redis, not in the
   // per-process fallback; an unreachable Redis does not hold the start-up back.
-  await untilReady(redis, 2_000);
+  await Promise.all([untilReady(redis, 2_000), untilReady(producerConnection, 2_000)]);
   const producer = new Producer(producerConnection, config.queuePrefix);
   return {
     config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,

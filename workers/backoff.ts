@@ -1,6 +1,9 @@
-/** Thrown by a processor when the target asked for a later retry (429/503 Retry-After). */
+/**
+ * Thrown by a processor to retry after exactly `delayMs`: the delay the attempt recorded on its row
+ * as the next attempt time, so the queue and the database agree on when the retry is due.
+ */
 export class RetryLaterError extends Error {
-  constructor(message: string, readonly retryAfterMs: number) {
+  constructor(message: string, readonly delayMs: number) {
     super(message);
   }
 }
@@ -19,7 +22,8 @@ export function retryDelay(schedule: readonly number[], attempt: number, retryAf
 /** BullMQ custom backoff for jobs with `backoff.type = 'webhook-schedule'`. */
 export function backoffStrategy(schedule: readonly number[]) {
   return (attemptsMade: number, type?: string, err?: Error): number => {
+    if (err instanceof RetryLaterError) return err.delayMs;
     if (type !== 'webhook-schedule') return 1000 * 2 ** Math.max(0, attemptsMade - 1);
-    return retryDelay(schedule, attemptsMade, err instanceof RetryLaterError ? err.retryAfterMs : null);
+    return retryDelay(schedule, attemptsMade, null);
   };
 }

@@ -4,7 +4,7 @@ import { isPlan, PLANS, type Plan } from '../../config/plans';
 import { failFastRedis, prepareDatabase, resolveEncryptionKeys } from '../app';
 import { reencryptSecrets } from '../domain/secrets/reencrypt';
 import { createLogger } from '../lib/logger';
-import { initOrm, type Orm } from '../db/orm';
+import { ADMIN_DB_TIMEOUTS, initOrm, type Orm } from '../db/orm';
 import {
   AdminError, createApiKey, createOrganization, listApiKeys, organizationUsage, presentKey,
   presentOrganization, revokeApiKey, updateOrganization,
@@ -130,7 +130,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify({ migrated: true })}\n`);
     return;
   }
-  const orm = await initOrm(config.databaseUrl, 2);
+  const orm = await initOrm(config.databaseUrl, 2, ADMIN_DB_TIMEOUTS);
   try {
     process.stdout.write(`${JSON.stringify(await run(argv, orm, config))}\n`);
   } finally {

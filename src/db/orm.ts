@@ -5,15 +5,46 @@ import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
+import { Migration20261123000200_durability } from './migrations/Migration20261123000200_durability';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
 
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+  { name: 'Migration20261123000200_durability', class: Migration20261123000200_durability },
 ];
 
-export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
+/** How long the database may take before a request gives up on it; 0 turns a limit off. */
+export interface DbTimeouts {
+  statementMs: number;
+  lockMs: number;
+  idleInTransactionMs: number;
+}
+
+/** Requests answer within 5 s, so no statement of theirs may wait on a lock or run for longer. */
+export const DEFAULT_DB_TIMEOUTS: DbTimeouts = { statementMs: 4_000, lockMs: 2_000, idleInTransactionMs: 15_000 };
+
+/** Migrations and operator commands may rewrite or index big tables: no statement limit, but no endless lock wait. */
+export const ADMIN_DB_TIMEOUTS: DbTimeouts = { statementMs: 0, lockMs: 30_000, idleInTransactionMs: 0 };
+
+/**
+ * Server-side limits end a slow statement or a lock wait; the client-side read timeout (a little
+ * longer) ends a wait on a database that no longer answers at all (a black-holed network), and TCP
+ * keepalive finds connections whose peer is gone.
+ */
+function connectionOptions(timeouts: DbTimeouts): Record<string, unknown> {
+  return {
+    connectionTimeoutMillis: 3_000,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    ...(timeouts.statementMs ? { statement_timeout: timeouts.statementMs, query_timeout: timeouts.statementMs + 500 } : {}),
+    ...(timeouts.lockMs ? { lock_timeout: timeouts.lockMs } : {}),
+    ...(timeouts.idleInTransactionMs ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs } : {}),
+  };
+}
+
+export async function initOrm(databaseUrl: string, poolMax = 10, timeouts: DbTimeouts = DEFAULT_DB_TIMEOUTS): Promise<Orm> {
   return MikroORM.init<PostgreSqlDriver>({
     driver: PostgreSqlDriver,
     clientUrl: databaseUrl,
@@ -23,7 +54,7 @@ export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
     // No request may wait long on a database that is gone: connecting and taking a pooled
     // connection both give up within seconds, and the request answers 503.
     pool: { min: 0, max: poolMax, acquireTimeoutMillis: 4_000 },
-    driverOptions: { connection: { connectionTimeoutMillis: 3_000 } },
+    driverOptions: { connection: connectionOptions(timeouts) },
     // A shared EntityManager grows forever: every request and job must fork its own.
     allowGlobalContext: false,
     discovery: { warnWhenNoEntities: true },

@@ -49,6 +49,7 @@ export const errors = {
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND',
   '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', // PostgreSQL: shutting down, cannot connect
+  '57014', '55P03', '25P03', // PostgreSQL: statement timeout, lock wait timeout, idle-in-transaction timeout
 ]);
 
 /** A dependency (PostgreSQL, a pool) failed rather than the code: worth a retry, not a 500. */
@@ -57,7 +58,7 @@ export function isDependencyUnavailable(err: unknown): boolean {
   if (!e) return false;
   if (e.name === 'KnexTimeoutError' || e.name === 'ConnectionException') return true;
   if (UNAVAILABLE_CODES.has(e.code)) return true;
-  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection/i.test(String(e.message ?? ''));
+  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection|Query read timeout/i.test(String(e.message ?? ''));
 }
 
 /** What a client is told about an error that is not an ApiError: 503 for an unavailable dependency, else 500. */

@@ -96,6 +96,10 @@ export interface HttpServer {
 export function createHttpServer(app: AppContext): HttpServer {
   const lifecycle: Lifecycle = { draining: false };
   const server = restify.createServer({ name: 'form-service', handleUncaughtExceptions: false, ignoreTrailingSlash: true });
+  // Behind a load balancer an idle connection must outlive the balancer's own idle timeout (often
+  // 60 s), or the balancer reuses a connection just closed here and its client gets a 502.
+  server.server.keepAliveTimeout = app.config.httpKeepAliveTimeoutMs;
+  server.server.headersTimeout = app.config.httpHeadersTimeoutMs;
 
   server.pre((req: Request, res: Response, next) => {
     const incoming = req.header('x-request-id');

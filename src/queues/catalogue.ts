@@ -12,6 +12,7 @@ export interface JobCatalogue {
     'relay-outbox': Record<string, never>;
     'rollup-usage': Record<string, never>;
     'maintenance': Record<string, never>;
+    'sweep-owed': Record<string, never>;
   };
 }
 
@@ -25,7 +26,7 @@ export const JOB_NAMES: { [Q in QueueName]: readonly JobName<Q>[] } = {
   submissions: ['fanout'],
   webhooks: ['deliver'],
   crm: ['sync'],
-  usage: ['relay-outbox', 'rollup-usage', 'maintenance'],
+  usage: ['relay-outbox', 'rollup-usage', 'maintenance', 'sweep-owed'],
 };
 
 /** Failed jobs are kept longer than completed ones so operators can inspect them. */

@@ -2,6 +2,12 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DEFAULT_JOB_OPTIONS, QUEUE_NAMES, type JobName, type JobPayload, type QueueName } from './catalogue';
 
+/** Redis is not connected, or did not answer in time: the caller falls back (outbox, sweep) or answers 503. */
+export class QueueUnavailableError extends Error {}
+
+/** No request may wait on Redis for longer than this. */
+const QUEUE_CALL_TIMEOUT_MS = 2_000;
+
 interface PendingJob {
   name: string;
   data: unknown;
@@ -15,7 +21,7 @@ export class Producer {
   private readonly pending = new Map<QueueName, PendingJob[]>();
   private flushScheduled = false;
 
-  constructor(connection: Redis, prefix: string) {
+  constructor(private readonly connection: Redis, prefix: string) {
     for (const name of QUEUE_NAMES) {
       this.queues.set(name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] }));
     }
@@ -23,6 +29,45 @@ export class Producer {
 
   queue(name: QueueName): Queue {
     return this.queues.get(name)!;
+  }
+
+  /**
+   * Runs `fn` once Redis is connected, all within QUEUE_CALL_TIMEOUT_MS. A BullMQ queue waits for
+   * Redis with no time limit, so nothing is handed to it before the connection is ready: calls made
+   * while Redis is away fail instead of piling up.
+   */
+  private async bounded<T>(fn: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + QUEUE_CALL_TIMEOUT_MS;
+    await this.connected(QUEUE_CALL_TIMEOUT_MS);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new QueueUnavailableError('Redis did not answer in time')), Math.max(0, deadline - Date.now()));
+    });
+    try {
+      return await Promise.race([fn(), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private connected(timeoutMs: number): Promise<void> {
+    if (this.connection.status === 'ready') return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.connection.off('ready', onReady);
+        reject(new QueueUnavailableError(`Redis is not connected (${this.connection.status})`));
+      }, timeoutMs);
+      this.connection.once('ready', onReady);
+    });
+  }
+
+  /** Runs `listener` each time the connection to Redis (re)opens, e.g. to restore what an emptied Redis forgot. */
+  onConnected(listener: () => void): void {
+    this.connection.on('ready', listener);
   }
 
   /**
@@ -34,6 +79,13 @@ export class Producer {
    * - a completed or failed job, or none at all (Redis forgot it), is (re)added: 'queued'.
    */
   async requeue<Q extends QueueName, N extends JobName<Q>>(
+    queue: Q, name: N, payload: JobPayload<Q, N>,
+    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean },
+  ): Promise<'queued' | 'live'> {
+    return this.bounded(() => this.requeueNow(queue, name, payload, opts));
+  }
+
+  private async requeueNow<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>,
     opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean },
   ): Promise<'queued' | 'live'> {
@@ -58,16 +110,25 @@ export class Producer {
   async add<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>, opts: { jobId: string; delay?: number; attempts?: number },
   ): Promise<void> {
-    await this.queue(queue).add(name, payload, opts);
+    await this.bounded(() => this.queue(queue).add(name, payload, opts));
+  }
+
+  /** Many jobs of one queue in one round trip. */
+  async addBulk<Q extends QueueName, N extends JobName<Q>>(
+    queue: Q, jobs: Array<{ name: N; data: JobPayload<Q, N>; opts: { jobId: string; attempts?: number } }>,
+  ): Promise<void> {
+    if (jobs.length) await this.bounded(() => this.queue(queue).addBulk(jobs));
   }
 
   /**
    * Adds a job together with the others added in the same tick: one `addBulk` round trip per queue
-   * instead of one per job, which matters on the submission hot path.
+   * instead of one per job, which matters on the submission hot path. While Redis is down it fails
+   * at once, so nothing piles up in memory: callers have the outbox to fall back on.
    */
   addSoon<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>, opts: { jobId: string },
   ): Promise<void> {
+    if (this.connection.status !== 'ready') return Promise.reject(new QueueUnavailableError('Redis is not connected'));
     return new Promise((resolve, reject) => {
       const batch = this.pending.get(queue) ?? [];
       batch.push({ name, data: payload, opts, settle: (err) => (err ? reject(err) : resolve()) });
@@ -83,7 +144,7 @@ export class Producer {
     this.flushScheduled = false;
     for (const [queue, batch] of this.pending) {
       this.pending.delete(queue);
-      this.queue(queue).addBulk(batch.map(({ name, data, opts }) => ({ name, data, opts })))
+      this.bounded(() => this.queue(queue).addBulk(batch.map(({ name, data, opts }) => ({ name, data, opts }))))
         .then(() => batch.forEach((job) => job.settle()), (err) => batch.forEach((job) => job.settle(err)));
     }
   }

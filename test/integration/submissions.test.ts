@@ -259,15 +259,68 @@ describe('submissions API', () => {
       expect(res.body.error).to.equal('idempotency_key_reused');
     });
 
+    // Concurrent retries of one request: the one that holds the key answers 201; a retry that comes
+    // while it runs is told to wait (409 idempotency_key_in_use, Retry-After 1), one that comes after
+    // it replays the 201.
+    const inUseOr201 = (r: { status: number; body: any; headers: Headers }) => r.status === 201
+      || (r.status === 409 && r.body.error === 'idempotency_key_in_use' && r.headers.get('retry-after') === '1');
+
     it('creates at most one submission for concurrent requests with one key', async () => {
       const key = `conc-${Date.now()}`;
       const body = { data: { fld_name: key, fld_email: 'c@example.com' } };
       const results = await Promise.all(Array.from({ length: 8 }, () => submit(form.id, body, tenant.key, { 'Idempotency-Key': key })));
-      expect(results.map((r) => r.status)).to.deep.equal(Array(8).fill(201));
-      expect(new Set(results.map((r) => r.body.submission.id)).size).to.equal(1);
+      expect(results.every(inUseOr201), JSON.stringify(results.map((r) => [r.status, r.body?.error]))).to.equal(true);
+      const created = results.filter((r) => r.status === 201);
+      expect(created.length).to.be.at.least(1);
+      expect(new Set(created.map((r) => r.body.submission.id)).size).to.equal(1);
+      const retry = await submit(form.id, body, tenant.key, { 'Idempotency-Key': key });
+      expect(retry.status).to.equal(201);
+      expect(retry.body.submission.id).to.equal(created[0].body.submission.id);
       const [n] = await t.app.orm.em.getConnection().execute(
         `select count(*)::int as n from submissions where data->>'fld_name' = ?`, [key]);
       expect(n.n).to.equal(1);
+    });
+
+    it('never answers a retry with a 402 the first request did not get (the first took the last unit of quota)', async () => {
+      const small = await createTenant(t.app, { monthlyQuota: 1 });
+      const smallForm = await createPublishedForm(t.url, small.key, [field('fld_a', 'text', 'A')]);
+      const key = `last-unit-${Date.now()}`;
+      const body = { data: { fld_a: 'x' } };
+      const results = await Promise.all(Array.from({ length: 8 }, () => submit(smallForm.id, body, small.key, { 'Idempotency-Key': key })));
+      expect(results.every(inUseOr201), JSON.stringify(results.map((r) => [r.status, r.body?.error]))).to.equal(true);
+      const retry = await submit(smallForm.id, body, small.key, { 'Idempotency-Key': key });
+      expect(retry.status).to.equal(201);
+      expect((await submit(smallForm.id, body, small.key)).status).to.equal(402);
+    });
+
+    it('answers 409 idempotency_key_in_use while the first request holds the key, and takes over a key whose request died', async () => {
+      const key = `held-${Date.now()}`;
+      const body = { data: { fld_name: 'Held', fld_email: 'h@example.com' } };
+      // A first request in progress: its claim, not yet answered.
+      await t.app.orm.em.fork().execute(
+        `insert into idempotency_keys (organization_id, key, request_hash, claim_token, lease_expires_at)
+         values (?, ?, 'first', 'token-of-the-first', now() + interval '30 seconds')`, [tenant.organizationId, key],
+      );
+      const waiting = await submit(form.id, body, tenant.key, { 'Idempotency-Key': key });
+      expect(waiting.status).to.equal(409);
+      expect(waiting.body.error).to.equal('idempotency_key_in_use');
+      expect(waiting.headers.get('retry-after')).to.equal('1');
+      // Its process died: once the lease lapses, the key is usable again.
+      await t.app.orm.em.fork().execute(
+        `update idempotency_keys set lease_expires_at = now() - interval '1 second' where organization_id = ? and key = ?`,
+        [tenant.organizationId, key],
+      );
+      const res = await submit(form.id, body, tenant.key, { 'Idempotency-Key': key });
+      expect(res.status).to.equal(201);
+      expect((await submit(form.id, body, tenant.key, { 'Idempotency-Key': key })).body.submission.id).to.equal(res.body.submission.id);
+    });
+
+    it('frees the key when the first request ends without a 201', async () => {
+      const key = `refused-${Date.now()}`;
+      const refused = await submit(form.id, { data: { fld_name: 'A', fld_email: 'not-an-email' } }, tenant.key, { 'Idempotency-Key': key });
+      expect(refused.status).to.equal(400);
+      const res = await submit(form.id, { data: { fld_name: 'A', fld_email: 'a@example.com' } }, tenant.key, { 'Idempotency-Key': key });
+      expect(res.status).to.equal(201);
     });
 
     it('refuses a key longer than 255 characters', async () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { UnrecoverableError, Worker } from 'bullmq';
 import IORedis from 'ioredis';
-import { relayOutbox, rollupUsage, runMaintenance } from '../../src/domain/usage/usage-jobs';
+import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
@@ -25,14 +25,14 @@ describe('usage queue jobs', () => {
     return res.body.submission.id;
   }
 
-  it('relays only outbox rows older than 5 s, with the deterministic fan-out job id', async () => {
+  it('relays only outbox rows whose relay time has come (5 s after commit), with the deterministic fan-out job id', async () => {
     const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
     const [old, young] = [await submit(form.id), await submit(form.id)];
     const queue = stack.api.app.producer.queue('submissions');
     await queue.remove(jobIds.fanout(old));
     await queue.remove(jobIds.fanout(young));
-    // Oldest rows are relayed first; other test files may have left unconsumed rows behind.
-    await em().execute(`update outbox set created_at = now() - interval '10 years' where payload->>'submissionId' = ?`, [old]);
+    // Earliest relay times go first; other test files may have left unconsumed rows behind.
+    await em().execute(`update outbox set next_relay_at = now() - interval '10 years' where payload->>'submissionId' = ?`, [old]);
 
     expect(await relayOutbox(stack.api.app)).to.be.at.least(1);
     const relayed = await queue.getJob(jobIds.fanout(old));
@@ -44,7 +44,28 @@ describe('usage queue jobs', () => {
     expect(jobs.filter((j) => j.data.submissionId === old)).to.have.length(1);
   });
 
-  it('retries a fan-out that used up its attempts once its outbox row has waited 30 minutes', async () => {
+  it('pushes a relayed row back (doubling), so rows that keep failing never hold newer ones back', async () => {
+    const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
+    const submissionId = await submit(form.id);
+    const relayTime = async () => {
+      const [row] = await em().execute(
+        `select relay_attempts, extract(epoch from next_relay_at - now()) as wait_s from outbox where payload->>'submissionId' = ?`, [submissionId],
+      );
+      return { attempts: row.relay_attempts, waitS: Number(row.wait_s) };
+    };
+    await em().execute(`update outbox set next_relay_at = now() - interval '10 years' where payload->>'submissionId' = ?`, [submissionId]);
+    await relayOutbox(stack.api.app);
+    const first = await relayTime();
+    expect(first.attempts).to.equal(1);
+    expect(first.waitS).to.be.within(5, 11);
+    await em().execute(`update outbox set next_relay_at = now() - interval '10 years' where payload->>'submissionId' = ?`, [submissionId]);
+    await relayOutbox(stack.api.app);
+    const second = await relayTime();
+    expect(second.attempts).to.equal(2);
+    expect(second.waitS).to.be.within(15, 21);
+  });
+
+  it('queues again a fan-out that used up its attempts, at the next relay of its row', async () => {
     const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
     const submissionId = await submit(form.id);
     const queue = stack.api.app.producer.queue('submissions');
@@ -58,11 +79,13 @@ describe('usage queue jobs', () => {
       connection.disconnect();
     }
 
-    await em().execute(`update outbox set created_at = now() - interval '20 minutes' where payload->>'submissionId' = ?`, [submissionId]);
+    // Its relay time has not come: nothing happens to it.
     await relayOutbox(stack.api.app);
     expect(await (await queue.getJob(jobIds.fanout(submissionId)))!.getState()).to.equal('failed');
 
-    await em().execute(`update outbox set created_at = now() - interval '31 minutes' where payload->>'submissionId' = ?`, [submissionId]);
+    await em().execute(
+      `update outbox set next_relay_at = now() - interval '1 second', relay_attempts = 1 where payload->>'submissionId' = ?`, [submissionId],
+    );
     await relayOutbox(stack.api.app);
     expect(await (await queue.getJob(jobIds.fanout(submissionId)))!.getState()).to.be.oneOf(['waiting', 'wait', 'prioritized']);
   });
@@ -91,5 +114,80 @@ describe('usage queue jobs', () => {
     await runMaintenance(em());
     const rows = await em().execute('select key from idempotency_keys where organization_id = ? order by key', [tenant.organizationId]);
     expect(rows.map((r: any) => r.key)).to.deep.equal(['fresh']);
+  });
+
+  describe('owed deliveries and retention', () => {
+    let webhookId: string;
+    before(async () => {
+      const res = await call(stack.api.url, 'POST', '/v1/webhooks', {
+        key: tenant.key, body: { name: 'hook', url: 'http://127.0.0.1:9/hook', events: ['submission.created'] },
+      });
+      webhookId = res.body.webhook.id;
+    });
+
+    async function delivery(id: string, status: string, extra: { nextAttemptAt?: string; updatedAt?: string } = {}) {
+      await em().execute(
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, updated_at)
+         values (?, ?, ?, ?, 'form.submission.created', '{}', ?, ${extra.nextAttemptAt ?? 'null'}, ${extra.updatedAt ?? 'now()'})`,
+        [id, webhookId, tenant.organizationId, `evt_${id}`, status],
+      );
+      await em().execute(
+        `insert into delivery_attempts (delivery_id, attempt_no, status_code, duration_ms) values (?, 1, 503, 5)`, [id],
+      );
+    }
+
+    it('the sweep queues an overdue pending delivery that has no live job, under its own job id, and leaves the rest alone', async () => {
+      const queue = stack.api.app.producer.queue('webhooks');
+      await delivery('dlv_sweepOverdue', 'pending', { nextAttemptAt: `now() - interval '1 hour'` });
+      await delivery('dlv_sweepLive', 'pending', { nextAttemptAt: `now() - interval '1 hour'` });
+      await delivery('dlv_sweepNotDue', 'pending', { nextAttemptAt: `now() + interval '1 hour'` });
+      await delivery('dlv_sweepEnded', 'succeeded', { nextAttemptAt: `now() - interval '1 hour'` });
+      await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: 'dlv_sweepLive' }, { jobId: jobIds.deliver('dlv_sweepLive'), delay: 600_000 });
+
+      const report = await sweepOwed(stack.api.app, 1_000);
+      expect(report.deliveriesQueued).to.be.at.least(1);
+      const overdue = await queue.getJob(jobIds.deliver('dlv_sweepOverdue'));
+      expect(overdue?.data).to.deep.equal({ deliveryId: 'dlv_sweepOverdue' });
+      expect(await overdue!.getState()).to.equal('waiting');
+      expect(await (await queue.getJob(jobIds.deliver('dlv_sweepLive')))!.getState()).to.equal('delayed');
+      expect(await queue.getJob(jobIds.deliver('dlv_sweepNotDue'))).to.equal(undefined);
+      expect(await queue.getJob(jobIds.deliver('dlv_sweepEnded'))).to.equal(undefined);
+      // Run again: the job it queued is live now, so nothing is queued twice.
+      await sweepOwed(stack.api.app, 1_000);
+      const jobs = await queue.getJobs(['wait', 'delayed', 'prioritized']);
+      expect(jobs.filter((j) => j.data.deliveryId === 'dlv_sweepOverdue')).to.have.length(1);
+    });
+
+    it('maintenance removes ended deliveries (with their attempts), ended CRM syncs and processed outbox rows past RETENTION_DAYS', async () => {
+      await delivery('dlv_retOld', 'succeeded', { updatedAt: `now() - interval '31 days'` });
+      await delivery('dlv_retOldFailed', 'failed', { updatedAt: `now() - interval '31 days'` });
+      await delivery('dlv_retYoung', 'succeeded', { updatedAt: `now() - interval '29 days'` });
+      await delivery('dlv_retPending', 'pending', { nextAttemptAt: 'now()', updatedAt: `now() - interval '40 days'` });
+      const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
+      await em().execute(
+        `insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status, updated_at) values
+           ('crm_retOld', ?, ?, 'sub_retOld', 0, 'hubspot', 'succeeded', now() - interval '31 days'),
+           ('crm_retPending', ?, ?, 'sub_retPending', 0, 'hubspot', 'pending', now() - interval '31 days'),
+           ('crm_retYoung', ?, ?, 'sub_retYoung', 0, 'hubspot', 'failed', now() - interval '1 day')`,
+        [tenant.organizationId, form.id, tenant.organizationId, form.id, tenant.organizationId, form.id],
+      );
+      const [oldRow] = await em().execute(
+        `insert into outbox (topic, payload, processed_at) values ('submission.created', '{"submissionId":"sub_retOld"}', now() - interval '31 days') returning id`,
+      );
+      const [youngRow] = await em().execute(
+        `insert into outbox (topic, payload, processed_at) values ('submission.created', '{"submissionId":"sub_retYoung"}', now() - interval '29 days') returning id`,
+      );
+
+      const report = await runMaintenance(em(), { retentionDays: 30 });
+      expect(report.deliveriesDeleted).to.be.at.least(2);
+      const deliveries = await em().execute(`select id from webhook_deliveries where id like 'dlv_ret%' order by id`);
+      expect(deliveries.map((r: any) => r.id)).to.deep.equal(['dlv_retPending', 'dlv_retYoung']);
+      const attempts = await em().execute(`select delivery_id from delivery_attempts where delivery_id like 'dlv_ret%' order by delivery_id`);
+      expect(attempts.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retPending', 'dlv_retYoung']);
+      const syncs = await em().execute(`select id from crm_syncs where id like 'crm_ret%' order by id`);
+      expect(syncs.map((r: any) => r.id)).to.deep.equal(['crm_retPending', 'crm_retYoung']);
+      const outbox = await em().execute('select id from outbox where id in (?, ?)', [oldRow.id, youngRow.id]);
+      expect(outbox.map((r: any) => String(r.id))).to.deep.equal([String(youngRow.id)]);
+    });
   });
 });

@@ -23,7 +23,7 @@ function redisPauses(app: AppContext): ConnectionPauses {
  * is moved back to delayed without spending an attempt.
  */
 export async function sync(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>) {
-  const run = await attemptCrmSync(app, job.data.syncId, { number: job.attemptsMade + 1, max: job.opts.attempts ?? 1 }, redisPauses(app));
+  const run = await attemptCrmSync(app, job.data.syncId, redisPauses(app));
   switch (run.kind) {
     case 'skipped':
     case 'unsyncable':
@@ -38,8 +38,7 @@ export async function sync(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>)
     case 'succeeded':
       return { statusCode: result.statusCode };
     case 'retry':
-      if (decision.retryAfterMs !== null) throw new RetryLaterError(reason, decision.retryAfterMs);
-      throw new Error(reason);
+      throw new RetryLaterError(reason, decision.delayMs);
     case 'failed':
       throw new UnrecoverableError(decision.permanent ? `not retryable: ${reason}` : `retries exhausted: ${reason}`);
   }

@@ -1,21 +1,36 @@
 import type { AppContext } from '../../src/app';
-import { relayOutbox, rollupUsage, runMaintenance } from '../../src/domain/usage/usage-jobs';
+import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
 import type { JobName } from '../../src/queues/catalogue';
 
-/** Repeatable jobs; upsertJobScheduler is idempotent, so every usage worker process may call it. */
-export const USAGE_SCHEDULE: Record<JobName<'usage'>, number> = {
-  'relay-outbox': 5_000,
-  'rollup-usage': 60_000,
-  'maintenance': 3_600_000,
-};
+/** How often each repeatable job runs, in ms. */
+export function usageSchedule(app: AppContext): Record<JobName<'usage'>, number> {
+  return {
+    'relay-outbox': 5_000,
+    'rollup-usage': 60_000,
+    'maintenance': 3_600_000,
+    'sweep-owed': app.config.owedSweepIntervalMs,
+  };
+}
 
+/**
+ * Repeatable jobs; upsertJobScheduler is idempotent, so every usage worker process may call it. The
+ * schedules live in Redis: each time the connection opens again they are written anew, so a Redis
+ * that came back empty still runs the relay and the sweep that recover what it forgot.
+ */
 export async function scheduleUsageJobs(app: AppContext): Promise<void> {
   const queue = app.producer.queue('usage');
-  for (const [name, every] of Object.entries(USAGE_SCHEDULE)) {
-    await queue.upsertJobScheduler(name, { every }, { name, data: {} });
-  }
+  const upsertAll = async () => {
+    for (const [name, every] of Object.entries(usageSchedule(app))) {
+      await queue.upsertJobScheduler(name, { every }, { name, data: {} });
+    }
+  };
+  await upsertAll();
+  app.producer.onConnected(() => {
+    upsertAll().catch((err) => app.logger.warn({ err: err.message }, 'cannot restore the usage job schedules'));
+  });
 }
 
 export const relay = async (app: AppContext) => ({ relayed: await relayOutbox(app) });
 export const rollup = async (app: AppContext) => rollupUsage(app.orm.em.fork());
-export const maintenance = async (app: AppContext) => runMaintenance(app.orm.em.fork());
+export const maintenance = async (app: AppContext) => runMaintenance(app.orm.em.fork(), { retentionDays: app.config.retentionDays });
+export const sweep = async (app: AppContext) => sweepOwed(app);

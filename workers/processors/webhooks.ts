@@ -6,11 +6,12 @@ import type { JobPayload } from '../../src/queues/catalogue';
 import { RetryLaterError } from '../backoff';
 
 /**
- * One attempt per job run; BullMQ's attempts and the `webhook-schedule` backoff space the retries.
- * Throwing is how a retry is asked for: RetryLaterError carries the receiver's Retry-After.
+ * One attempt per job run. Throwing is how a retry is asked for: RetryLaterError carries the delay
+ * the attempt recorded as the row's next attempt time. The row, not the job, counts the attempts and
+ * decides when they are used up.
  */
 export async function deliver(app: AppContext, job: Job<JobPayload<'webhooks', 'deliver'>>) {
-  const run = await attemptDelivery(app, job.data.deliveryId, { number: job.attemptsMade + 1, max: job.opts.attempts ?? 1 });
+  const run = await attemptDelivery(app, job.data.deliveryId);
   if (run.kind === 'skipped') return run;
   const { decision, result } = run;
   const reason = result.error ?? '';
@@ -20,8 +21,7 @@ export async function deliver(app: AppContext, job: Job<JobPayload<'webhooks', '
       return { statusCode: result.statusCode };
     case 'retry':
       metrics.webhookDeliveries.inc({ result: 'retrying' });
-      if (decision.retryAfterMs !== null) throw new RetryLaterError(reason, decision.retryAfterMs);
-      throw new Error(reason);
+      throw new RetryLaterError(reason, decision.delayMs);
     case 'failed':
       metrics.webhookDeliveries.inc({ result: 'failed' });
       throw new UnrecoverableError(`retries exhausted: ${reason}`);

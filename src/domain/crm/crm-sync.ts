@@ -2,7 +2,7 @@ import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { sha256Hex, unseal } from '../../lib/crypto';
 import { OutboundError, outboundFetch } from '../../lib/outbound';
-import { decideCrmSync, isSuccess, parseRetryAfter, statusError, type CrmDecision } from '../webhooks/policy';
+import { decideCrmSync, isSuccess, maxAttempts, parseRetryAfter, statusError, type CrmDecision } from '../webhooks/policy';
 import { activeIntegrations, buildContactUpsert, HUBSPOT_UPSERT_PATH, upsertRequestBody } from './hubspot';
 
 /** Where a rate-limited CRM connection's pause is kept, shared by every worker process. */
@@ -18,7 +18,7 @@ export interface CrmAttemptResult {
 }
 
 export type CrmRun =
-  | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' }
+  | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'already_failed' }
   | { kind: 'unsyncable'; reason: string }
   | { kind: 'paused'; remainingMs: number }
   | { kind: 'attempted'; decision: CrmDecision; result: CrmAttemptResult };
@@ -26,6 +26,7 @@ export type CrmRun =
 interface SyncRow {
   id: string;
   status: string;
+  attempts: number;
   integration_index: number;
   data: Record<string, unknown> | null;
   submitter_email: string | null;
@@ -38,7 +39,9 @@ export function connectionIdOf(accessToken: string): string {
 }
 
 async function markUnsyncable(em: Em, syncId: string, reason: string): Promise<CrmRun> {
-  await em.execute(`update crm_syncs set status = 'failed', last_error = ?, updated_at = now() where id = ?`, [reason, syncId]);
+  await em.execute(
+    `update crm_syncs set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`, [reason, syncId],
+  );
   return { kind: 'unsyncable', reason };
 }
 
@@ -66,20 +69,20 @@ function rowStatus(decision: CrmDecision): string {
 
 /**
  * One HubSpot contact upsert for one crm_syncs row. The integration is read from the form's current
- * settings at its recorded position; a paused connection is reported without calling HubSpot.
+ * settings at its recorded position; a paused connection is reported without calling HubSpot. The
+ * attempt's number comes from the row, so a job queued again by the sweep continues the schedule.
  */
-export async function attemptCrmSync(
-  app: AppContext, syncId: string, attempt: { number: number; max: number }, pauses: ConnectionPauses,
-): Promise<CrmRun> {
+export async function attemptCrmSync(app: AppContext, syncId: string, pauses: ConnectionPauses): Promise<CrmRun> {
   const em = app.orm.em.fork();
   const [row] = await em.execute<SyncRow[]>(
-    `select c.id, c.status, c.integration_index, s.data, s.submitter_email, f.settings
+    `select c.id, c.status, c.attempts, c.integration_index, s.data, s.submitter_email, f.settings
        from crm_syncs c left join submissions s on s.id = c.submission_id left join forms f on f.id = c.form_id
       where c.id = ?`,
     [syncId],
   );
   if (!row) return { kind: 'skipped', reason: 'missing' };
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
+  if (row.status === 'failed') return { kind: 'skipped', reason: 'already_failed' };
   if (!row.data) return markUnsyncable(em, syncId, 'Submission was deleted');
   const integration = activeIntegrations(row.settings).find((i) => i.index === row.integration_index)?.integration;
   if (!integration) return markUnsyncable(em, syncId, 'Integration was removed or disabled');
@@ -92,14 +95,17 @@ export async function attemptCrmSync(
   if (remainingMs > 0) return { kind: 'paused', remainingMs };
 
   const result = await upsertContact(app, token, upsertRequestBody(contact));
+  const schedule = app.config.webhookRetryDelaysMs;
   const decision = decideCrmSync({
-    statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: attempt.number, maxAttempts: attempt.max,
-    schedule: app.config.webhookRetryDelaysMs,
+    statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts + 1,
+    maxAttempts: maxAttempts(schedule), schedule, random: Math.random,
   });
   if (decision.kind === 'retry' && decision.pauseMs) await pauses.pause(connectionId, decision.pauseMs);
+  const nextAttemptAt = decision.kind === 'retry' ? new Date(Date.now() + decision.delayMs) : null;
   await em.execute(
-    `update crm_syncs set attempts = attempts + 1, status = ?, last_status_code = ?, last_error = ?, updated_at = now() where id = ?`,
-    [rowStatus(decision), result.statusCode, result.error, syncId],
+    `update crm_syncs set attempts = attempts + 1, status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, updated_at = now()
+      where id = ?`,
+    [rowStatus(decision), result.statusCode, result.error, nextAttemptAt, syncId],
   );
   return { kind: 'attempted', decision, result };
 }

@@ -15,6 +15,7 @@ export class CrmSync {
   @Property({ type: 'integer' }) attempts = 0;
   @Property({ type: 'integer', nullable: true }) lastStatusCode: number | null = null;
   @Property({ type: 'text', nullable: true }) lastError: string | null = null;
+  @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) nextAttemptAt: Date | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
   @Property({ type: 'datetime', columnType: 'timestamptz' }) updatedAt: Date = new Date();
 }

@@ -10,7 +10,7 @@ import type { Field } from '../forms/types';
 import { quotaMonth } from '../quotas/quota';
 import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
-import { findIdempotencyRecord, insertSubmission } from './store';
+import { claimIdempotencyKey, insertSubmission, releaseIdempotencyKey } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
 export interface SubmissionRequest {
@@ -44,7 +44,9 @@ export type SubmissionRefusal =
   | { kind: 'quota_exceeded' }
   | { kind: 'payment_used' }
   | { kind: 'payment_unavailable'; message: string }
-  | { kind: 'idempotency_key_reused' };
+  | { kind: 'idempotency_key_reused' }
+  /** The first request with this Idempotency-Key is still running. */
+  | { kind: 'idempotency_key_in_use' };
 
 export type SubmissionResult =
   | { ok: true; submission: CreatedSubmission; replayed: boolean }
@@ -110,16 +112,33 @@ async function checkPayment(app: AppContext, form: CachedForm, values: Record<st
 /**
  * The one submission flow for the API and the public runtime, in CONTRACT §11's order:
  * 404 → not published → invalid data → missing required → field validation → payment → quota → claim.
+ * With an Idempotency-Key the request first claims the key: a retry while it runs is told to wait
+ * (never an answer this request would not have given), and anything but a 201 frees the key again.
  */
 export async function createSubmission(app: AppContext, request: SubmissionRequest): Promise<SubmissionResult> {
-  const idem = request.idempotencyKey && request.organizationId
-    ? { key: request.idempotencyKey, requestHash: requestFingerprint(request.formId, request.requestBody) }
-    : null;
-  if (idem) {
-    const stored = await findIdempotencyRecord(app.orm, request.organizationId!, idem.key);
-    if (stored) return replay(stored, idem.requestHash);
+  if (!request.idempotencyKey || !request.organizationId) return storeSubmission(app, request, null);
+  const organizationId = request.organizationId;
+  const key = request.idempotencyKey;
+  const requestHash = requestFingerprint(request.formId, request.requestBody);
+  const em = app.orm.em.fork();
+  const claim = await claimIdempotencyKey(em, organizationId, key, requestHash);
+  if (claim.kind === 'completed') return replay(claim.stored, requestHash);
+  if (claim.kind === 'in_progress') return refuse({ kind: 'idempotency_key_in_use' });
+  let result: SubmissionResult | null = null;
+  try {
+    result = await storeSubmission(app, request, { key, claimToken: claim.token });
+    return result;
+  } finally {
+    if (!result?.ok) {
+      await releaseIdempotencyKey(em, organizationId, key, claim.token)
+        .catch((err) => app.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
+    }
   }
+}
 
+async function storeSubmission(
+  app: AppContext, request: SubmissionRequest, idem: { key: string; claimToken: string } | null,
+): Promise<SubmissionResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const form = await app.formCache.get(request.formId, attempt > 0);
     if (!form || (request.organizationId && form.organizationId !== request.organizationId)) return refuse({ kind: 'not_found' });
@@ -153,11 +172,8 @@ export async function createSubmission(app: AppContext, request: SubmissionReque
         return refuse({ kind: 'quota_exceeded' });
       case 'payment_used':
         return refuse({ kind: 'payment_used' });
-      case 'idempotency_conflict': {
-        const stored = await findIdempotencyRecord(app.orm, request.organizationId!, idem!.key);
-        if (stored) return replay(stored, idem!.requestHash);
-        continue;
-      }
+      case 'idempotency_lost':
+        return refuse({ kind: 'idempotency_key_in_use' });
       case 'form_changed':
         continue; // the cached form is stale: reload it and decide again
     }

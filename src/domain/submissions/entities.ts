@@ -36,8 +36,11 @@ export class IdempotencyRecord {
   @PrimaryKey({ type: 'string' }) organizationId!: string;
   @PrimaryKey({ type: 'string' }) key!: string;
   @Property({ type: 'string' }) requestHash!: string;
-  @Property({ type: 'integer' }) responseStatus!: number;
-  @Property({ type: 'json' }) responseBody!: unknown;
+  /** Null while the key's first request is still in progress. */
+  @Property({ type: 'integer', nullable: true }) responseStatus!: number | null;
+  @Property({ type: 'json', nullable: true }) responseBody!: unknown;
+  @Property({ type: 'text', nullable: true }) claimToken: string | null = null;
+  @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) leaseExpiresAt: Date | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
 }
 

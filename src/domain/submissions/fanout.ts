@@ -53,13 +53,13 @@ async function load(tx: Em, submissionId: string): Promise<Loaded | null> {
  */
 const STORE_SQL = `
 with new_deliveries as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status)
-  select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending' from jsonb_array_elements(?::jsonb) x
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending', now() from jsonb_array_elements(?::jsonb) x
   on conflict (event_id, webhook_id) do nothing
   returning id
 ), new_syncs as (
-  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status)
-  select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'provider', 'pending' from jsonb_array_elements(?::jsonb) x
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status, next_attempt_at)
+  select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'provider', 'pending', now() from jsonb_array_elements(?::jsonb) x
   on conflict (submission_id, integration_index) do nothing
   returning id
 ), processed as (

@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import { isSealed } from '../../lib/crypto';
 import type { Field } from '../forms/types';
+import { eventIdForSubmission } from '../webhooks/events';
 
 export const REDACTED = 'Redacted';
 
@@ -74,8 +75,29 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
 }
 
 export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<boolean> {
-  const affected = await em.getConnection().execute(
-    'delete from submissions where id = ? and organization_id = ?', [submissionId, organizationId], 'run',
+  return em.transactional(async (tx) => {
+    const affected = await tx.execute(
+      'delete from submissions where id = ? and organization_id = ?', [submissionId, organizationId], 'run',
+    );
+    if ((affected as any).affectedRows === 0) return false;
+    await scrubEndedDeliveries(tx, organizationId, submissionId);
+    return true;
+  });
+}
+
+/**
+ * The submission's values leave the stored payloads of its deliveries that have ended (succeeded
+ * or failed); pending ones keep theirs, as they are still owed to the receiver.
+ */
+async function scrubEndedDeliveries(tx: Em, organizationId: string, submissionId: string): Promise<void> {
+  await tx.execute(
+    `update webhook_deliveries
+        set payload = jsonb_set(jsonb_set(jsonb_set(jsonb_set(payload::jsonb,
+              '{data,submission,data}', '{}'), '{data,submission,rawData}', '{}'),
+              '{data,submission,submitterEmail}', 'null'), '{data,submission,submitterName}', 'null')::text,
+            updated_at = updated_at
+      where organization_id = ? and event_id = ? and status <> 'pending'
+        and payload::jsonb #> '{data,submission}' is not null`,
+    [organizationId, eventIdForSubmission(submissionId)],
   );
-  return (affected as any).affectedRows > 0;
 }

@@ -1,51 +1,84 @@
-import type { Queue } from 'bullmq';
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { jobIds } from '../../queues/catalogue';
 import { IDEMPOTENCY_TTL_HOURS } from '../submissions/store';
-import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
+import { AUTO_DISABLE_AFTER_MS, maxAttempts } from '../webhooks/policy';
 
-/** Rows younger than this are left to the enqueue that follows their own commit. */
-const RELAY_MIN_AGE_SECONDS = 5;
 const RELAY_BATCH = 500;
-/** Longer than a fan-out's own retries take (10 attempts, exponential from 1 s: about 9 minutes). */
-const FAILED_FANOUT_RETRY_AFTER_MINUTES = 30;
+/** A row the relay handed over is looked at again after this, doubling each time up to the cap. */
+const RELAY_BACKOFF_FIRST_SECONDS = 10;
+const RELAY_BACKOFF_MAX_SECONDS = 1800;
+
+interface RelayRow {
+  id: string;
+  submission_id: string;
+  relay_attempts: number;
+}
 
 /**
- * Hands outbox rows that never reached the queue (Redis was down, or the process died between
- * commit and enqueue) to the fan-out. Rows stay unprocessed until the fan-out marks them; job ids
- * derive from the submission, so a row relayed twice is queued once. `skip locked` lets several
- * relays run without waiting on each other.
+ * Hands outbox rows that never reached the queue (Redis was down or forgot, or the process died
+ * between commit and enqueue) to the fan-out. Rows stay unprocessed until the fan-out marks them;
+ * each relay of a row pushes its next relay time back (doubling), so rows whose fan-out keeps
+ * failing never hold back newer ones. A row's first relay adds its job in bulk (a job id derived
+ * from the submission makes a double add harmless); later ones re-queue it one by one, which also
+ * replaces a fan-out that used up its attempts. `skip locked` lets several relays run at once.
  */
 export async function relayOutbox(app: AppContext): Promise<number> {
   return app.orm.em.fork().transactional(async (tx) => {
-    const rows = await tx.execute(
-      `select id::text as id, payload, created_at < now() - interval '${FAILED_FANOUT_RETRY_AFTER_MINUTES} minutes' as stale from outbox
-        where processed_at is null and topic = 'submission.created' and created_at < now() - interval '${RELAY_MIN_AGE_SECONDS} seconds'
-        order by created_at limit ${RELAY_BATCH} for update skip locked`,
+    const rows: RelayRow[] = await tx.execute(
+      `select id::text as id, payload->>'submissionId' as submission_id, relay_attempts from outbox
+        where processed_at is null and topic = 'submission.created' and next_relay_at <= now()
+        order by next_relay_at limit ${RELAY_BATCH} for update skip locked`,
     );
     if (rows.length === 0) return 0;
-    const queue = app.producer.queue('submissions');
-    await queue.addBulk(rows.map((row: any) => ({
-      name: 'fanout',
-      data: { submissionId: row.payload.submissionId, outboxId: row.id },
-      opts: { jobId: jobIds.fanout(row.payload.submissionId) },
-    })));
-    await retryFailedFanouts(queue, rows.filter((row: any) => row.stale).map((row: any) => row.payload.submissionId));
+    const job = (row: RelayRow) => ({ submissionId: row.submission_id, outboxId: row.id });
+    await app.producer.addBulk('submissions', rows.filter((row) => row.relay_attempts === 0)
+      .map((row) => ({ name: 'fanout' as const, data: job(row), opts: { jobId: jobIds.fanout(row.submission_id) } })));
+    for (const row of rows.filter((r) => r.relay_attempts > 0)) {
+      await app.producer.requeue('submissions', 'fanout', job(row), { jobId: jobIds.fanout(row.submission_id) });
+    }
+    await tx.execute(
+      `update outbox set relay_attempts = relay_attempts + 1,
+              next_relay_at = now() + least(${RELAY_BACKOFF_FIRST_SECONDS} * power(2, least(relay_attempts, 20)), ${RELAY_BACKOFF_MAX_SECONDS}) * interval '1 second'
+        where id = any(string_to_array(?, ',')::bigint[])`,
+      [rows.map((row) => row.id).join(',')],
+    );
     return rows.length;
   });
 }
 
+const SWEEP_BATCH = 500;
+
+export interface SweepReport {
+  deliveriesQueued: number;
+  syncsQueued: number;
+}
+
 /**
- * A fan-out that used up its attempts (say, PostgreSQL was away for longer than its backoff) keeps
- * its job id in the failed set, where adding it again does nothing: the relay retries it instead,
- * for rows that have waited long enough that this is not a job still being retried.
+ * The database decides what is still owed: a pending delivery or sync whose next attempt is overdue
+ * by more than `graceMs` is queued again under its own job id, unless a live job holds that id. So
+ * an emptied Redis, a job that stalled for good, or an enqueue lost after a commit all end in an
+ * attempt, with the same delivery id. Bounded per run, oldest first.
  */
-async function retryFailedFanouts(queue: Queue, submissionIds: string[]): Promise<void> {
-  for (const submissionId of submissionIds) {
-    const job = await queue.getJob(jobIds.fanout(submissionId));
-    if (job && (await job.isFailed())) await job.retry('failed');
+export async function sweepOwed(app: AppContext, graceMs = app.config.owedSweepIntervalMs): Promise<SweepReport> {
+  const em = app.orm.em.fork();
+  const attempts = maxAttempts(app.config.webhookRetryDelaysMs);
+  const overdue = (table: string) => em.execute<Array<{ id: string }>>(
+    `select id from ${table} where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
+      order by next_attempt_at limit ${SWEEP_BATCH}`,
+    [graceMs],
+  );
+  let deliveriesQueued = 0;
+  for (const { id } of await overdue('webhook_deliveries')) {
+    const outcome = await app.producer.requeue('webhooks', 'deliver', { deliveryId: id }, { jobId: jobIds.deliver(id), attempts });
+    if (outcome === 'queued') deliveriesQueued++;
   }
+  let syncsQueued = 0;
+  for (const { id } of await overdue('crm_syncs')) {
+    const outcome = await app.producer.requeue('crm', 'sync', { syncId: id }, { jobId: jobIds.crmSync(id), attempts });
+    if (outcome === 'queued') syncsQueued++;
+  }
+  return { deliveriesQueued, syncsQueued };
 }
 
 /** Submissions per organization, form and UTC month, recomputed for this month and the last. */
@@ -64,10 +97,35 @@ export async function rollupUsage(em: Em): Promise<void> {
 export interface MaintenanceReport {
   idempotencyKeysDeleted: number;
   webhooksDisabled: number;
+  outboxRowsDeleted: number;
+  deliveriesDeleted: number;
+  crmSyncsDeleted: number;
 }
 
-/** Expired idempotency records go; webhooks failing for more than 5 days are disabled. */
-export async function runMaintenance(em: Em): Promise<MaintenanceReport> {
+const RETENTION_BATCH = 2_000;
+/** Batches per table and run: a large backlog is worked off over several hourly runs. */
+const RETENTION_MAX_BATCHES = 25;
+
+/** Deletes in small batches (each well inside the statement timeout) until none is left or the cap is hit. */
+async function deleteInBatches(em: Em, table: string, idColumn: string, where: string, params: unknown[]): Promise<number> {
+  let total = 0;
+  for (let i = 0; i < RETENTION_MAX_BATCHES; i++) {
+    const result = await em.execute(
+      `delete from ${table} where ${idColumn} in (select ${idColumn} from ${table} where ${where} limit ${RETENTION_BATCH})`, params, 'run',
+    );
+    const deleted = (result as any).affectedRows as number;
+    total += deleted;
+    if (deleted < RETENTION_BATCH) break;
+  }
+  return total;
+}
+
+/**
+ * Expired idempotency records go; webhooks failing for more than 5 days are disabled; past the
+ * retention period, processed outbox rows, ended deliveries (their attempts go with them) and ended
+ * CRM syncs are removed. Pending ones stay whatever their age: they are still owed.
+ */
+export async function runMaintenance(em: Em, opts: { retentionDays: number } = { retentionDays: 30 }): Promise<MaintenanceReport> {
   const deleted = await em.execute(
     `delete from idempotency_keys where created_at < now() - interval '${IDEMPOTENCY_TTL_HOURS} hours'`, [], 'run',
   );
@@ -75,5 +133,13 @@ export async function runMaintenance(em: Em): Promise<MaintenanceReport> {
     `update webhooks set enabled = false, updated_at = now()
       where enabled and failing_since < now() - (? * interval '1 millisecond')`, [AUTO_DISABLE_AFTER_MS], 'run',
   );
-  return { idempotencyKeysDeleted: (deleted as any).affectedRows, webhooksDisabled: (disabled as any).affectedRows };
+  const days = [opts.retentionDays];
+  const cutoff = `now() - (? * interval '1 day')`;
+  return {
+    idempotencyKeysDeleted: (deleted as any).affectedRows,
+    webhooksDisabled: (disabled as any).affectedRows,
+    outboxRowsDeleted: await deleteInBatches(em, 'outbox', 'id', `processed_at < ${cutoff}`, days),
+    deliveriesDeleted: await deleteInBatches(em, 'webhook_deliveries', 'id', `status <> 'pending' and updated_at < ${cutoff}`, days),
+    crmSyncsDeleted: await deleteInBatches(em, 'crm_syncs', 'id', `status <> 'pending' and updated_at < ${cutoff}`, days),
+  };
 }

@@ -1,11 +1,11 @@
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { unseal } from '../../lib/crypto';
-import { decideDelivery, type DeliveryDecision } from './policy';
+import { decideDelivery, maxAttempts, type DeliveryDecision } from './policy';
 import { sendSigned, type SendResult } from './sender';
 
 export type DeliveryRun =
-  | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'webhook_disabled' }
+  | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'already_failed' | 'webhook_disabled' }
   | { kind: 'attempted'; decision: DeliveryDecision; result: SendResult };
 
 interface DeliveryRow {
@@ -18,6 +18,8 @@ interface DeliveryRow {
   enabled: boolean;
   secret_sealed: string;
   failing_since: Date | null;
+  attempts: number;
+  retry_base: number;
 }
 
 const WEBHOOK_DISABLED = 'Webhook is disabled';
@@ -65,20 +67,22 @@ async function recordAttempt(em: Em, row: DeliveryRow, result: SendResult, decis
 
 /**
  * One attempt of one delivery. A deleted delivery or webhook (deliveries cascade), a delivery that
- * already succeeded, or a disabled webhook end the job without sending anything.
+ * has ended, or a disabled webhook end the job without sending anything. The attempt's number comes
+ * from the row (attempts since its current schedule began), not from the job, so a job queued again
+ * by the sweep continues the schedule rather than restarting or extending it.
  */
-export async function attemptDelivery(
-  app: AppContext, deliveryId: string, attempt: { number: number; max: number },
-): Promise<DeliveryRun> {
+export async function attemptDelivery(app: AppContext, deliveryId: string): Promise<DeliveryRun> {
   const em = app.orm.em.fork();
   const [row] = await em.execute<DeliveryRow[]>(
-    `select d.id, d.payload, d.status, d.event_type, w.id as webhook_id, w.url, w.enabled, w.secret_sealed, w.failing_since
+    `select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base,
+            w.id as webhook_id, w.url, w.enabled, w.secret_sealed, w.failing_since
        from webhook_deliveries d join webhooks w on w.id = d.webhook_id
       where d.id = ?`,
     [deliveryId],
   );
   if (!row) return { kind: 'skipped', reason: 'missing' };
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
+  if (row.status === 'failed') return { kind: 'skipped', reason: 'already_failed' };
   if (!row.enabled) {
     await em.execute(
       `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
@@ -92,9 +96,11 @@ export async function attemptDelivery(
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();
+  const schedule = app.config.webhookRetryDelaysMs;
   const decision = decideDelivery({
-    statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: attempt.number, maxAttempts: attempt.max,
-    schedule: app.config.webhookRetryDelaysMs, failingSince: row.failing_since ? new Date(row.failing_since) : null, now,
+    statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts - row.retry_base + 1,
+    maxAttempts: maxAttempts(schedule), schedule, random: Math.random,
+    failingSince: row.failing_since ? new Date(row.failing_since) : null, now,
   });
   await recordAttempt(em, row, result, decision, now);
   return { kind: 'attempted', decision, result };

@@ -30,6 +30,8 @@ export class WebhookDelivery {
   @Property({ type: 'text' }) payload!: string;
   @Property({ type: 'string' }) status: DeliveryStatus = 'pending';
   @Property({ type: 'integer' }) attempts = 0;
+  /** Attempts made before the current retry schedule began (a manual retry starts a new one). */
+  @Property({ type: 'integer' }) retryBase = 0;
   @Property({ type: 'integer', nullable: true }) lastStatusCode: number | null = null;
   @Property({ type: 'text', nullable: true }) lastError: string | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) nextAttemptAt: Date | null = null;

@@ -51,15 +51,17 @@ export interface AttemptFacts {
   /** null when there was no HTTP answer (timeout, connection error, refused target). */
   statusCode: number | null;
   retryAfterMs: number | null;
-  /** 1-based number of this attempt within the job. */
+  /** 1-based number of this attempt within the current retry schedule, counted on the row. */
   attempt: number;
   maxAttempts: number;
   schedule: readonly number[];
+  /** Jitter source for the retry delay (none when absent, so decisions are reproducible). */
+  random?: () => number;
 }
 
 export type DeliveryDecision =
   | { kind: 'succeeded' }
-  /** `delayMs` is the earliest the next attempt is due (the backoff adds up to 20% jitter). */
+  /** `delayMs`: when the next attempt is due, jitter included (none without `random`). */
   | { kind: 'retry'; delayMs: number; retryAfterMs: number | null }
   | { kind: 'failed' }
   | { kind: 'disable'; reason: 'gone' | 'failing_too_long' };
@@ -67,7 +69,7 @@ export type DeliveryDecision =
 function retryOrGiveUp(facts: AttemptFacts): DeliveryDecision {
   if (facts.attempt >= facts.maxAttempts) return { kind: 'failed' };
   const retryAfterMs = honouredRetryAfter(facts.statusCode, facts.retryAfterMs);
-  return { kind: 'retry', retryAfterMs, delayMs: retryDelay(facts.schedule, facts.attempt, retryAfterMs, () => 0) };
+  return { kind: 'retry', retryAfterMs, delayMs: retryDelay(facts.schedule, facts.attempt, retryAfterMs, facts.random ?? (() => 0)) };
 }
 
 /**

@@ -99,14 +99,14 @@ export async function listDeliveries(
   return { items, total };
 }
 
-/** Back to pending, due now; the caller enqueues a new job for it. */
+/** Back to pending, due now, with a fresh retry schedule; the caller queues its job again. */
 export async function resetDeliveryForRetry(
   em: Em, organizationId: string, webhookId: string, deliveryId: string,
 ): Promise<WebhookDelivery | null> {
   const delivery = await em.findOne(WebhookDelivery, { id: deliveryId, webhookId, organizationId });
   if (!delivery) return null;
   const now = new Date();
-  Object.assign(delivery, { status: 'pending', nextAttemptAt: now, updatedAt: now });
+  Object.assign(delivery, { status: 'pending', nextAttemptAt: now, updatedAt: now, retryBase: delivery.attempts });
   await em.flush();
   return delivery;
 }

@@ -10,11 +10,11 @@ export interface Lifecycle {
   draining: boolean;
 }
 
-async function dependenciesAnswer(app: AppContext): Promise<boolean> {
+async function dependenciesAnswer(app: AppContext, opts: { redis: boolean }): Promise<boolean> {
   const timeout = new Promise<false>((resolve) => setTimeout(() => resolve(false), 2000).unref());
   const checks = Promise.all([
     app.orm.em.getConnection().execute('select 1'),
-    app.redis.ping(),
+    ...(opts.redis ? [app.redis.ping()] : []),
   ]).then(() => true, () => false);
   return Promise.race([checks, timeout]);
 }
@@ -26,10 +26,15 @@ export function registerOpsRoutes(server: Server, app: AppContext, lifecycle: Li
     res.send(200, { status: 'ok' });
   });
 
-  server.get('/readyz', async (_req, res) => {
-    const ready = !lifecycle.draining && (await dependenciesAnswer(app));
+  const readiness = (opts: { redis: boolean }) => async (_req: unknown, res: any) => {
+    const ready = !lifecycle.draining && (await dependenciesAnswer(app, opts));
     res.send(ready ? 200 : 503, { status: ready ? 'ready' : lifecycle.draining ? 'draining' : 'unavailable' });
-  });
+  };
+  // Every dependency, for dashboards and operators.
+  server.get('/readyz', readiness({ redis: true }));
+  // For a load balancer in front of the API: submissions are accepted without Redis (the outbox
+  // keeps their jobs), so only PostgreSQL decides whether this process can take traffic.
+  server.get('/readyz/api', readiness({ redis: false }));
 
   server.get('/openapi.yaml', async (_req, res) => {
     res.setHeader('Content-Type', 'application/yaml');

@@ -35,7 +35,8 @@ export function publicRefusalError(refusal: PublicRefusal): PublicError {
       message: 'This payment has already been used for a submission; start a new payment to submit again',
     });
     case 'payment_unavailable': return new PublicError(503, { success: false, error: 'service_unavailable' }, { 'Retry-After': 5 });
-    case 'idempotency_key_reused': return publicErrors.internal(); // public submissions carry no idempotency key
+    case 'idempotency_key_reused':
+    case 'idempotency_key_in_use': return publicErrors.internal(); // public submissions carry no idempotency key
   }
 }
 

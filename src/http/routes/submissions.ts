@@ -53,6 +53,8 @@ export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
     case 'payment_unavailable': return errors.serviceUnavailable('Payment verification is unavailable; retry later');
     case 'idempotency_key_reused': return new ApiError(422, 'idempotency_key_reused',
       'This Idempotency-Key was already used with a different request body');
+    case 'idempotency_key_in_use': return new ApiError(409, 'idempotency_key_in_use',
+      'A request with this Idempotency-Key is still in progress; retry shortly', undefined, { 'Retry-After': 1 });
   }
 }
 

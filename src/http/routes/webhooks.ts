@@ -142,9 +142,9 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     if (!webhookId || !(await findWebhook(em, organizationId, webhookId))) throw webhookNotFound();
     const delivery = deliveryId && (await resetDeliveryForRetry(em, organizationId, webhookId, deliveryId));
     if (!delivery) throw errors.notFound('Delivery not found');
-    // A new job id: the earlier job for this delivery may still be retained by the queue.
-    await app.producer.add('webhooks', 'deliver', { deliveryId: delivery.id }, {
-      jobId: jobIds.deliver(delivery.id, Date.now()), attempts: maxAttempts(app.config.webhookRetryDelaysMs),
+    // The delivery's own job id, so a retry never runs beside its earlier job; a waiting one gives way.
+    await app.producer.requeue('webhooks', 'deliver', { deliveryId: delivery.id }, {
+      jobId: jobIds.deliver(delivery.id), attempts: maxAttempts(app.config.webhookRetryDelaysMs), replaceWaiting: true,
     }).catch(() => {
       throw errors.serviceUnavailable('The delivery queue is unavailable; retry later');
     });
