@@ -22,6 +22,8 @@ export class Producer {
   private flushScheduled = false;
 
   constructor(private readonly connection: Redis, prefix: string) {
+    // Each call waiting for the connection listens for it: one per request in flight at most.
+    connection.setMaxListeners(0);
     for (const name of QUEUE_NAMES) {
       this.queues.set(name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] }));
     }
