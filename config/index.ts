@@ -95,7 +95,7 @@ const schema = Joi.object({
     parseTrustedProxies(value.split(',').filter((entry) => entry.trim()));
     return value;
   }),
-  DB_STATEMENT_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(4_000),
+  DB_STATEMENT_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(3_000),
   DB_LOCK_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(2_000),
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(15_000),
   RETENTION_DAYS: Joi.number().integer().min(1).max(3650).default(30),

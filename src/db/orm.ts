@@ -23,7 +23,7 @@ export interface DbTimeouts {
 }
 
 /** Requests answer within 5 s, so no statement of theirs may wait on a lock or run for longer. */
-export const DEFAULT_DB_TIMEOUTS: DbTimeouts = { statementMs: 4_000, lockMs: 2_000, idleInTransactionMs: 15_000 };
+export const DEFAULT_DB_TIMEOUTS: DbTimeouts = { statementMs: 3_000, lockMs: 2_000, idleInTransactionMs: 15_000 };
 
 /** Migrations and operator commands may rewrite or index big tables: no statement limit, but no endless lock wait. */
 export const ADMIN_DB_TIMEOUTS: DbTimeouts = { statementMs: 0, lockMs: 30_000, idleInTransactionMs: 0 };

@@ -58,7 +58,7 @@ export function isDependencyUnavailable(err: unknown): boolean {
   if (!e) return false;
   if (e.name === 'KnexTimeoutError' || e.name === 'ConnectionException') return true;
   if (UNAVAILABLE_CODES.has(e.code)) return true;
-  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection|Query read timeout/i.test(String(e.message ?? ''));
+  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection|Query read timeout|^timeout expired$/i.test(String(e.message ?? ''));
 }
 
 /** What a client is told about an error that is not an ApiError: 503 for an unavailable dependency, else 500. */

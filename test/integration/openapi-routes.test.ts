@@ -35,5 +35,14 @@ describe('openapi.yaml and the server', () => {
     const ready = await call(t.url, 'GET', '/readyz');
     expect(ready.status).to.equal(200);
     expect(ready.body.status).to.equal('ready');
+    const apiReady = await call(t.url, 'GET', '/readyz/api');
+    expect(apiReady.status).to.equal(200);
+    expect(apiReady.body.status).to.equal('ready');
+  });
+
+  it('keeps idle connections open for 65 s, longer than a load balancer (Node closes them after 5 s by default)', async () => {
+    const res = await fetch(`${t.url}/healthz`);
+    await res.text();
+    expect(res.headers.get('keep-alive')).to.equal('timeout=65');
   });
 });

@@ -13,6 +13,14 @@ describe('configuration', () => {
     });
     expect(config.webhookRetryDelaysMs).to.deep.equal([5000, 300000, 1800000, 7200000, 18000000, 36000000, 50400000, 72000000, 86400000]);
     expect(Object.isFrozen(config)).to.equal(true);
+    expect(config).to.include({ retentionDays: 30, owedSweepIntervalMs: 30_000, httpKeepAliveTimeoutMs: 65_000, httpHeadersTimeoutMs: 66_000 });
+    expect(config.dbTimeouts).to.deep.equal({ statementMs: 3_000, lockMs: 2_000, idleInTransactionMs: 15_000 });
+  });
+
+  it('keeps the headers timeout above the keep-alive timeout', () => {
+    expect(loadConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '120000' }).httpHeadersTimeoutMs).to.equal(121_000);
+    expect(() => loadConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '65000', HTTP_HEADERS_TIMEOUT_MS: '60000' }))
+      .to.throw(ConfigError, 'HTTP_HEADERS_TIMEOUT_MS');
   });
 
   it('derives PUBLIC_URL from PORT and parses lists and booleans', () => {
@@ -26,6 +34,7 @@ describe('configuration', () => {
     ['PORT', 'eighty'], ['DATABASE_URL', 'mysql://x'], ['REDIS_URL', 'nope'], ['WEBHOOK_RETRY_DELAYS_MS', '1,two'],
     ['WEBHOOK_TIMEOUT_MS', '-5'], ['ENCRYPTION_KEY', 'c2hvcnQ='], ['LOG_LEVEL', 'loud'], ['PUBLIC_RATE_LIMIT_POST', '0'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'], ['TRUSTED_PROXIES', '10.0.0.0/8, proxy.local'],
+    ['RETENTION_DAYS', '0'], ['DB_STATEMENT_TIMEOUT_MS', '-1'], ['OWED_SWEEP_INTERVAL_MS', 'often'],
   ];
   for (const [name, value] of invalid) {
     it(`stops on ${name}=${value} with a message naming the variable`, () => {
