@@ -1,0 +1,70 @@
+import { expect } from 'chai';
+import { sweepOwed } from '../../src/domain/usage/usage-jobs';
+import { startReceiver, type Receiver } from '../support/fakes/receiver';
+import { call, createTenant, type TestTenant } from '../support/harness';
+import { startStack, waitUntil, type Stack } from '../support/worker-stack';
+
+/** FAST_RETRIES has three delays: four attempts in all. */
+const MAX_ATTEMPTS = 4;
+
+describe('owed deliveries: the row, not the job, counts the attempts', () => {
+  let stack: Stack;
+  let tenant: TestTenant;
+  let receiver: Receiver;
+  let webhookId: string;
+  before(async () => {
+    stack = await startStack(['webhooks']);
+    tenant = await createTenant(stack.api.app);
+    receiver = await startReceiver({ respond: () => ({ status: 500 }) });
+    const res = await call(stack.api.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'hook', url: receiver.url, events: ['submission.created'] },
+    });
+    webhookId = res.body.webhook.id;
+  });
+  after(async () => {
+    await receiver.close();
+    await stack.close();
+  });
+  const em = () => stack.api.app.orm.em.fork();
+
+  async function owedDelivery(id: string, attempts: number): Promise<void> {
+    await em().execute(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt"}', 'pending', ?, now() - interval '1 minute')`,
+      [id, webhookId, tenant.organizationId, `evt_${id}`, attempts],
+    );
+  }
+  const sentFor = (id: string) => receiver.deliveries.filter((d) => d.headers['x-service-delivery'] === id).length;
+  const rowOf = async (id: string) => (await em().execute('select status, attempts, next_attempt_at from webhook_deliveries where id = ?', [id]))[0];
+
+  it('a delivery queued again by the sweep continues its schedule: with one attempt left, it makes one', async () => {
+    await owedDelivery('dlv_oneLeft', MAX_ATTEMPTS - 1);
+    await sweepOwed(stack.api.app, 0);
+    await waitUntil('the delivery to fail for good', async () => (await rowOf('dlv_oneLeft')).status === 'failed');
+    await new Promise((r) => setTimeout(r, 700)); // longer than every retry delay
+    expect(sentFor('dlv_oneLeft')).to.equal(1);
+    expect((await rowOf('dlv_oneLeft')).attempts).to.equal(MAX_ATTEMPTS);
+  });
+
+  it('a retry records when it is due on the row, and the job runs then', async () => {
+    await owedDelivery('dlv_fresh', 0);
+    await sweepOwed(stack.api.app, 0);
+    await waitUntil('the first attempt', async () => (await rowOf('dlv_fresh')).attempts >= 1);
+    const row = await rowOf('dlv_fresh');
+    expect(row.status).to.equal('pending');
+    expect(new Date(row.next_attempt_at).getTime()).to.be.greaterThan(Date.now() - 1_000);
+    await waitUntil('the delivery to fail for good', async () => (await rowOf('dlv_fresh')).status === 'failed', 10_000);
+    expect(sentFor('dlv_fresh')).to.equal(MAX_ATTEMPTS);
+    expect((await rowOf('dlv_fresh')).next_attempt_at).to.equal(null);
+  });
+
+  it('a manual retry starts a fresh schedule under the same job id, even from a failed delivery with its attempts used up', async () => {
+    const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/deliveries/dlv_oneLeft/retry`, { key: tenant.key });
+    expect(res.status).to.equal(202);
+    await waitUntil('the retried delivery to fail again', async () => {
+      const row = await rowOf('dlv_oneLeft');
+      return row.status === 'failed' && row.attempts === 2 * MAX_ATTEMPTS;
+    }, 10_000);
+    expect(sentFor('dlv_oneLeft')).to.equal(1 + MAX_ATTEMPTS);
+  });
+});
