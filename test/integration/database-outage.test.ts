@@ -1,46 +1,17 @@
 import { expect } from 'chai';
-import net from 'node:net';
 import { Client } from 'pg';
+import { startPgProxy, type PgProxy } from '../support/pg-proxy';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
-
-/**
- * A TCP proxy to PostgreSQL that the test can cut and restore, to play a database outage, or that
- * swallows all traffic while `blackHole` is on (a network that drops packets without an error).
- */
-async function startProxy(port = 0): Promise<{ port: number; cut(): Promise<void>; blackHole: boolean }> {
-  const sockets = new Set<net.Socket>();
-  const state = { blackHole: false };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(5432, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => s.destroy());
-    }
-    client.on('data', (chunk) => { if (!state.blackHole) upstream.write(chunk); });
-    upstream.on('data', (chunk) => { if (!state.blackHole) client.write(chunk); });
-  });
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', () => resolve()));
-  return {
-    get blackHole() { return state.blackHole; },
-    set blackHole(on: boolean) { state.blackHole = on; },
-    port: (server.address() as net.AddressInfo).port,
-    async cut() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 describe('database outage', function () {
   this.timeout(30_000);
-  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  let proxy: PgProxy;
   let t: TestApp;
   let tenant: TestTenant;
   let form: any;
 
   before(async () => {
-    proxy = await startProxy();
+    proxy = await startPgProxy();
     const url = new URL(process.env.DATABASE_URL!);
     url.host = `127.0.0.1:${proxy.port}`;
     t = await startTestApp({ DATABASE_URL: url.toString() });
@@ -55,7 +26,7 @@ describe('database outage', function () {
     const submit = () => call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_a: 'x' } } });
     expect((await submit()).status).to.equal(201);
     const port = proxy.port;
-    await proxy.cut();
+    await proxy.close();
 
     for (const request of [submit, () => call(t.url, 'GET', '/v1/forms', { key: tenant.key })]) {
       const started = Date.now();
@@ -67,7 +38,7 @@ describe('database outage', function () {
     }
     expect((await call(t.url, 'GET', '/readyz')).status).to.equal(503);
 
-    proxy = await startProxy(port);
+    proxy = await startPgProxy(port);
     expect((await submit()).status).to.equal(201);
     expect((await call(t.url, 'GET', '/readyz')).status).to.equal(200);
   });
@@ -95,7 +66,7 @@ describe('database outage', function () {
   it('answers 503 within 5 seconds while the database is black-holed, then recovers', async () => {
     const submit = () => call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_a: 'x' } } });
     expect((await submit()).status).to.equal(201);
-    proxy.blackHole = true;
+    proxy.hold(true);
     try {
       const answers = await Promise.all([submit(), submit(), call(t.url, 'GET', '/v1/forms', { key: tenant.key })].map(async (pending) => {
         const started = Date.now();
@@ -107,10 +78,9 @@ describe('database outage', function () {
         expect(answer.status).to.equal(503);
       }
     } finally {
-      proxy.blackHole = false;
+      await proxy.close();
     }
-    await proxy.cut();
-    proxy = await startProxy(proxy.port);
+    proxy = await startPgProxy(proxy.port);
     expect((await submit()).status).to.equal(201);
   });
 });

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { initOrm, type Orm } from '../../src/db/orm';
 import { deleteQueueKeys } from '../support/databases';
 import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
 import { call, fieldInput } from '../support/harness';
 import { spawnApi, type ServiceProcess } from '../support/processes';
+import { startPgProxy } from '../support/pg-proxy';
 import { ownRedis, type OwnRedis } from '../support/redis-server';
 import { spawnWorker, waitUntil, type WorkerChild } from '../support/worker-stack';
 
@@ -323,49 +323,3 @@ describe('durability faults (real processes)', function () {
     }
   });
 });
-
-/** A TCP proxy to PostgreSQL that can cut every connection, or hold all traffic (a black hole). */
-async function startPgProxy() {
-  const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
-  let holding = false;
-  const held: Array<() => void> = [];
-  const forward = (from: net.Socket, to: net.Socket) => {
-    from.on('data', (chunk) => {
-      if (holding) held.push(() => to.write(chunk));
-      else to.write(chunk);
-    });
-  };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(5432, '127.0.0.1');
-    const pair = { client, upstream };
-    pairs.add(pair);
-    for (const s of [client, upstream]) {
-      s.on('error', () => undefined);
-      s.on('close', () => {
-        pairs.delete(pair);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    forward(client, upstream);
-    forward(upstream, client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    cutAll() {
-      for (const { client, upstream } of pairs) {
-        client.destroy();
-        upstream.destroy();
-      }
-    },
-    hold(on: boolean) {
-      holding = on;
-      if (!on) for (const flush of held.splice(0)) flush();
-    },
-    async close() {
-      this.cutAll();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
