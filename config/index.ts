@@ -36,6 +36,8 @@ export interface Config {
   trustedProxies: string[];
   /** PostgreSQL statement, lock-wait and idle-in-transaction limits in ms (0: none). */
   dbTimeouts: { statementMs: number; lockMs: number; idleInTransactionMs: number };
+  /** The statement limit of worker-only processes, whose jobs (maintenance, roll-ups) answer no client. */
+  workerDbStatementTimeoutMs: number;
   /** Ended deliveries, CRM syncs and processed outbox rows older than this many days are removed. */
   retentionDays: number;
   /** How often the sweep looks for owed deliveries and syncs that have no live job. */
@@ -96,6 +98,7 @@ const schema = Joi.object({
     return value;
   }),
   DB_STATEMENT_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(3_000),
+  WORKER_DB_STATEMENT_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(60_000),
   DB_LOCK_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(2_000),
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(15_000),
   RETENTION_DAYS: Joi.number().integer().min(1).max(3650).default(30),
@@ -148,6 +151,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     dbTimeouts: {
       statementMs: v.DB_STATEMENT_TIMEOUT_MS, lockMs: v.DB_LOCK_TIMEOUT_MS, idleInTransactionMs: v.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     },
+    workerDbStatementTimeoutMs: v.WORKER_DB_STATEMENT_TIMEOUT_MS,
     retentionDays: v.RETENTION_DAYS,
     owedSweepIntervalMs: v.OWED_SWEEP_INTERVAL_MS,
     httpKeepAliveTimeoutMs: v.HTTP_KEEP_ALIVE_TIMEOUT_MS,

@@ -14,7 +14,10 @@ import { startWorkers } from './runtime';
 async function runWorkers(queues: readonly QueueName[]): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
-  const app = await createAppContext(config, logger);
+  // No client waits on a worker's statements: a big roll-up or retention batch may run longer.
+  const app = await createAppContext({
+    ...config, dbTimeouts: { ...config.dbTimeouts, statementMs: config.workerDbStatementTimeoutMs },
+  }, logger);
   const workers = await startWorkers(app, queues);
   const stopSampler = startQueueSampler(app);
   const ops = await startOpsServer(app, config.metricsPort, config.host);

@@ -105,6 +105,23 @@ describe('usage queue jobs', () => {
     expect(after.submissions).to.equal(2);
   });
 
+  it('recounts only the forms with recent submissions each minute, and every form in the hourly maintenance', async () => {
+    const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
+    const [first] = [await submit(form.id), await submit(form.id)];
+    await rollupUsage(em());
+    const count = async () => (await em().execute('select submissions from usage_rollups where form_id = ?', [form.id]))[0].submissions;
+    expect(await count()).to.equal(2);
+    // The form's submissions are old news now: a deletion is not seen by the incremental run...
+    await em().execute(`update submissions set created_at = date_trunc('month', now()) where form_id = ?`, [form.id]);
+    await em().execute(`update system_settings set value = (now() + interval '1 hour')::text where key = 'usage_rollup_from'`);
+    expect((await call(stack.api.url, 'DELETE', `/v1/submissions/${first}`, { key: tenant.key })).status).to.equal(204);
+    await rollupUsage(em());
+    expect(await count()).to.equal(2);
+    // ...but by the full recount of the maintenance.
+    await runMaintenance(em());
+    expect(await count()).to.equal(1);
+  });
+
   it('maintenance deletes idempotency keys older than 24 hours only', async () => {
     await em().execute(
       `insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body, created_at)
