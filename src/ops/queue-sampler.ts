@@ -12,13 +12,16 @@ function record(stats: QueueStats): void {
   metrics.queueOldestWaitingAge.set({ queue: stats.name }, stats.oldestWaitingAgeSeconds ?? 0);
 }
 
+/** The outbox backlog is read from PostgreSQL even while Redis is away: that is when it grows. */
 async function sampleOnce(app: AppContext): Promise<void> {
-  const [stats, backlog] = await Promise.all([
-    Promise.all(QUEUE_NAMES.map((name) => readQueueStats(app.producer.queue(name)))),
+  const [stats, backlog] = await Promise.allSettled([
+    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => readQueueStats(app.producer.queue(name))))),
     readOutboxBacklog(app),
   ]);
-  stats.forEach(record);
-  metrics.outboxBacklog.set(backlog);
+  if (backlog.status === 'fulfilled') metrics.outboxBacklog.set(backlog.value);
+  if (stats.status === 'fulfilled') stats.value.forEach(record);
+  const failed = [stats, backlog].find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+  if (failed) throw failed.reason;
 }
 
 /**

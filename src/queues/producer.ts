@@ -38,7 +38,7 @@ export class Producer {
    * Redis with no time limit, so nothing is handed to it before the connection is ready: calls made
    * while Redis is away fail instead of piling up.
    */
-  private async bounded<T>(fn: () => Promise<T>): Promise<T> {
+  async bounded<T>(fn: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + QUEUE_CALL_TIMEOUT_MS;
     await this.connected(QUEUE_CALL_TIMEOUT_MS);
     let timer: NodeJS.Timeout | undefined;

@@ -219,11 +219,16 @@ describe('durability faults (real processes)', function () {
     const env = { REDIS_URL: redis.url, QUEUE_PREFIX: freshPrefix(), WEBHOOK_RETRY_DELAYS_MS: '500,500,500', OWED_SWEEP_INTERVAL_MS: '1000' };
     const { receiver, state } = await flakyReceiver({ healthy: true });
     try {
-      const service = await api(env);
+      const adminToken = randomBytes(16).toString('hex');
+      const service = await api({ ...env, ADMIN_TOKEN: adminToken });
       const { tenant, formId } = await tenantWithForm(service.url, receiver.url);
       const ledger = new Ledger();
       await Promise.all(Array.from({ length: 10 }, () => ledger.submit(service, tenant, formId)));
       expect(ledger.statuses).to.deep.equal(Array(10).fill(201));
+      const healthStarted = Date.now();
+      const health = await call(service.url, 'GET', '/admin/queues/health', { headers: { Authorization: `Bearer ${adminToken}` } });
+      ledger.time(healthStarted);
+      expect(health.status).to.equal(503);
 
       const timed = async (method: string, path: string) => {
         const started = Date.now();

@@ -4,6 +4,7 @@ import { isAdminAuthorized } from '../../ops/admin-auth';
 import { createQueueDashboard, DASHBOARD_PATH, isDashboardUrl } from '../../ops/queue-dashboard';
 import { readQueueHealth } from '../../ops/queue-health';
 import { QUEUE_NAMES } from '../../queues/catalogue';
+import { QueueUnavailableError } from '../../queues/producer';
 import { errors } from '../errors';
 import { sendApiError, sendReply } from '../pipeline';
 
@@ -30,7 +31,11 @@ export function registerAdminRoutes(server: Server, app: AppContext): void {
     try {
       if (!adminToken) throw errors.notFound('No such path');
       if (!isAdminAuthorized(req.header('authorization'), adminToken)) throw errors.unauthorized('Invalid admin token');
-      sendReply(res, { status: 200, body: await readQueueHealth(app) });
+      const health = await app.producer.bounded(() => readQueueHealth(app)).catch((err) => {
+        if (err instanceof QueueUnavailableError) throw errors.serviceUnavailable('Redis is unavailable; retry later');
+        throw err;
+      });
+      sendReply(res, { status: 200, body: health });
     } catch (err) {
       sendApiError(app, req, res, err);
     }
