@@ -31,6 +31,8 @@ export interface Config {
   workerConcurrency: number;
   queuePrefix: string;
   dbPoolMax: number;
+  /** false for PgBouncer in transaction mode and other poolers without prepared-statement support. */
+  dbPreparedStatements: boolean;
   workerLockMs: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   trustedProxies: string[];
@@ -80,6 +82,7 @@ const schema = Joi.object({
   WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
   QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
+  DB_PREPARED_STATEMENTS: Joi.boolean().truthy('1').falsy('0').default(true),
   WORKER_LOCK_MS: Joi.number().integer().min(500).max(600_000).default(30_000),
   TRUSTED_PROXIES: Joi.string().custom((value: string) => {
     parseTrustedProxies(value.split(',').filter((entry) => entry.trim()));
@@ -124,6 +127,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     workerConcurrency: v.WORKER_CONCURRENCY,
     queuePrefix: v.QUEUE_PREFIX,
     dbPoolMax: v.DB_POOL_MAX,
+    dbPreparedStatements: v.DB_PREPARED_STATEMENTS,
     workerLockMs: v.WORKER_LOCK_MS,
     trustedProxies: v.TRUSTED_PROXIES ? String(v.TRUSTED_PROXIES).split(',').map((e) => e.trim()).filter(Boolean) : [],
   });

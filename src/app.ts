@@ -97,7 +97,7 @@ export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, 
 }
 
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
-  const orm = await initOrm(config.databaseUrl, config.dbPoolMax);
+  const orm = await initOrm(config.databaseUrl, config.dbPoolMax, { preparedStatements: config.dbPreparedStatements });
   const redis = failFastRedis(config.redisUrl);
   const producerConnection = failFastRedis(config.redisUrl);
   const subscriber = failFastRedis(config.redisUrl, { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined });

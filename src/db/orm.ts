@@ -4,6 +4,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
+import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
@@ -13,8 +14,13 @@ const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
 ];
 
-export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
-  return MikroORM.init<PostgreSqlDriver>({
+export interface OrmOptions {
+  /** false behind PgBouncer in transaction mode and other poolers without prepared-statement support. */
+  preparedStatements?: boolean;
+}
+
+export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOptions = {}): Promise<Orm> {
+  const orm = await MikroORM.init<PostgreSqlDriver>({
     driver: PostgreSqlDriver,
     clientUrl: databaseUrl,
     entities: ENTITIES,
@@ -30,6 +36,8 @@ export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
     forceUtcTimezone: true,
     debug: false,
   });
+  allowNamedStatements(orm.em, opts.preparedStatements ?? true);
+  return orm;
 }
 
 /** Creates the database named in the URL when it does not exist yet. */
