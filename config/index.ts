@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import { parseTrustedProxies } from '../src/lib/client-ip';
+import { parseClusterNodes, queuePrefixFor } from './redis';
 
 /** Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h. */
 const DEFAULT_RETRY_DELAYS_MS = [5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6, 864e5];
@@ -9,6 +10,8 @@ export interface Config {
   port: number;
   databaseUrl: string;
   redisUrl: string;
+  /** Seed nodes of a Redis Cluster; empty: the single node of `redisUrl`. */
+  redisClusterNodes: Array<{ host: string; port: number }>;
   publicUrl: string;
   webhookAllowPrivateTargets: boolean;
   webhookRetryDelaysMs: number[];
@@ -56,6 +59,10 @@ const schema = Joi.object({
   DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] })
     .default('postgres://postgres@127.0.0.1:5432/formservice'),
   REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER_NODES: Joi.string().custom((value: string) => {
+    if (!parseClusterNodes(value).length) throw new Error('must name at least one host:port');
+    return value;
+  }),
   PUBLIC_URL: url,
   WEBHOOK_ALLOW_PRIVATE_TARGETS: Joi.boolean().truthy('1').falsy('0').default(false),
   WEBHOOK_RETRY_DELAYS_MS: delayList,
@@ -102,6 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     port: v.PORT,
     databaseUrl: v.DATABASE_URL,
     redisUrl: v.REDIS_URL,
+    redisClusterNodes: v.REDIS_CLUSTER_NODES ? parseClusterNodes(v.REDIS_CLUSTER_NODES) : [],
     publicUrl: (v.PUBLIC_URL ?? `http://localhost:${v.PORT}`).replace(/\/+$/, ''),
     webhookAllowPrivateTargets: v.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     webhookRetryDelaysMs: v.WEBHOOK_RETRY_DELAYS_MS
@@ -125,7 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     logLevel: v.LOG_LEVEL,
     metricsPort: v.METRICS_PORT,
     workerConcurrency: v.WORKER_CONCURRENCY,
-    queuePrefix: v.QUEUE_PREFIX,
+    queuePrefix: queuePrefixFor(v.QUEUE_PREFIX, !!v.REDIS_CLUSTER_NODES),
     dbPoolMax: v.DB_POOL_MAX,
     dbPreparedStatements: v.DB_PREPARED_STATEMENTS,
     workerLockMs: v.WORKER_LOCK_MS,
