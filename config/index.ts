@@ -9,6 +9,8 @@ export interface Config {
   host: string;
   port: number;
   databaseUrl: string;
+  /** A streaming replica for reads that may lag; null: the primary serves them. */
+  databaseReadUrl: string | null;
   redisUrl: string;
   /** Seed nodes of a Redis Cluster; empty: the single node of `redisUrl`. */
   redisClusterNodes: Array<{ host: string; port: number }>;
@@ -58,6 +60,7 @@ const schema = Joi.object({
   PORT: Joi.number().integer().min(0).max(65535).default(3000),
   DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] })
     .default('postgres://postgres@127.0.0.1:5432/formservice'),
+  DATABASE_READ_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }),
   REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
   REDIS_CLUSTER_NODES: Joi.string().custom((value: string) => {
     if (!parseClusterNodes(value).length) throw new Error('must name at least one host:port');
@@ -108,6 +111,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     host: v.HOST,
     port: v.PORT,
     databaseUrl: v.DATABASE_URL,
+    databaseReadUrl: v.DATABASE_READ_URL ?? null,
     redisUrl: v.REDIS_URL,
     redisClusterNodes: v.REDIS_CLUSTER_NODES ? parseClusterNodes(v.REDIS_CLUSTER_NODES) : [],
     publicUrl: (v.PUBLIC_URL ?? `http://localhost:${v.PORT}`).replace(/\/+$/, ''),

@@ -13,6 +13,12 @@ import { Producer } from './queues/producer';
 export interface AppContext {
   config: Readonly<Config>;
   orm: Orm;
+  /**
+   * Reads that may lag behind the last commit (lists, export, change feed, analytics): a streaming
+   * replica when DATABASE_READ_URL is set, else the primary. A read that must see what was just
+   * acknowledged (a submission right after its 201) uses `orm`.
+   */
+  readOrm: Orm;
   logger: Logger;
   /** Fails fast when Redis is down: request paths must never wait on it. */
   redis: Redis;
@@ -83,6 +89,9 @@ export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, 
 
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
   const orm = await initOrm(config.databaseUrl, config.dbPoolMax, { preparedStatements: config.dbPreparedStatements });
+  const readOrm = config.databaseReadUrl
+    ? await initOrm(config.databaseReadUrl, config.dbPoolMax, { preparedStatements: config.dbPreparedStatements })
+    : orm;
   const redis = failFastRedis(config);
   // BullMQ asks a Cluster for its version as soon as the queue exists, before the Cluster is ready:
   // that first command must wait for it rather than fail and leave the queue unusable.
@@ -117,7 +126,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   await untilReady(redis, 2_000);
   const producer = new Producer(producerConnection, config.queuePrefix);
   return {
-    config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
+    config, orm, readOrm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
     formCache,
     forgetForm(formId: string) {
       formCache.invalidate(formId);
@@ -129,6 +138,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
       await producer.close().catch(() => {});
       for (const client of [redis, producerConnection, subscriber]) client.disconnect();
       await orm.close();
+      if (readOrm !== orm) await readOrm.close();
     },
   };
 }

@@ -84,11 +84,11 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
-    const { items, total } = await listSubmissions(em, organizationId, formId, {
+    const { items, total } = await listSubmissions(readEm, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
     });
     return {
