@@ -395,14 +395,14 @@ describe('deploy/', () => {
   describe('PgBouncer add-on (deploy/k8s/pgbouncer)', () => {
     const dir = path.join(K8S, 'pgbouncer');
     const manifests = loadManifests(dir);
-    const deployment = findManifest(manifests, 'Deployment', 'pgbouncer');
-    const pod = podTemplate(deployment);
+    const deployment: any = findManifest(manifests, 'Deployment', 'pgbouncer');
+    const pod: any = podTemplate(deployment);
 
     it('pools transactions, lets node-postgres connect and listens where its Service points', () => {
-      const ini = findManifest(manifests, 'ConfigMap', 'pgbouncer-config').data['pgbouncer.ini'] as string;
+      const ini = (findManifest(manifests, 'ConfigMap', 'pgbouncer-config').data ?? {})['pgbouncer.ini'] as string;
       expect(ini).to.match(/^pool_mode = transaction$/m);
       expect(ini).to.match(/^ignore_startup_parameters = .*extra_float_digits.*statement_timeout/m);
-      const service = findManifest(manifests, 'Service', 'pgbouncer');
+      const service: any = findManifest(manifests, 'Service', 'pgbouncer');
       expect(service.spec.selector).to.deep.equal(deployment.spec.selector.matchLabels);
       expect(pod.spec.containers[0].ports.map((p: any) => p.name)).to.include(service.spec.ports[0].targetPort);
     });
