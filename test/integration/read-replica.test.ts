@@ -16,6 +16,7 @@ describe('with a read replica (DATABASE_READ_URL)', function () {
   before(async () => {
     pg = await startPrimaryWithReplica('formservice_replica');
     await prepareDatabase(loadConfig({ ...process.env, DATABASE_URL: pg.primaryUrl }));
+    await pg.caughtUp(); // the tables exist on the replica too
     t = await startTestApp({ DATABASE_URL: pg.primaryUrl, DATABASE_READ_URL: pg.replicaUrl, QUEUE_PREFIX: freshQueuePrefix() });
     tenant = await createTenant(t.app);
     form = await createPublishedForm(t.url, tenant.key, [field('fld_name', 'text', 'Name')]);
@@ -27,8 +28,11 @@ describe('with a read replica (DATABASE_READ_URL)', function () {
 
   const submit = (name: string) =>
     call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_name: name } } });
-  const listedIds = async () =>
-    (await call(t.url, 'GET', `/v1/forms/${form.id}/submissions?limit=100`, { key: tenant.key })).body.submissions.map((s: any) => s.id as string);
+  const listedIds = async () => {
+    const list = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions?limit=100`, { key: tenant.key });
+    expect(list.status, list.text).to.equal(200);
+    return list.body.submissions.map((s: any) => s.id as string);
+  };
 
   it('serves lists from the replica once it has replayed the commit', async () => {
     const created = await submit('first');

@@ -11,6 +11,8 @@ const run = promisify(execFile);
 export interface PrimaryWithReplica {
   primaryUrl: string;
   replicaUrl: string;
+  /** Resolves once the replica has replayed everything the primary has written so far. */
+  caughtUp(): Promise<void>;
   /** Stops applying WAL on the replica: it lags from now on. */
   pauseReplay(): Promise<void>;
   resumeReplay(): Promise<void>;
@@ -90,6 +92,11 @@ export async function startPrimaryWithReplica(database: string): Promise<Primary
   return {
     primaryUrl: url(primaryPort),
     replicaUrl: url(replicaPort),
+    async caughtUp() {
+      const [{ lsn }] = await query(url(primaryPort, 'postgres'), 'select pg_current_wal_lsn()::text as lsn');
+      await waitUntil(async () => (await query(url(replicaPort, 'postgres'),
+        `select pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn as done`))[0].done === true, 30_000, 50);
+    },
     pauseReplay: async () => { await query(url(replicaPort, 'postgres'), 'select pg_wal_replay_pause()'); },
     resumeReplay: async () => { await query(url(replicaPort, 'postgres'), 'select pg_wal_replay_resume()'); },
     stop,
