@@ -51,6 +51,7 @@ export const DEFAULT_JOB_OPTIONS: { [Q in QueueName]: JobsOptions } = {
 export const jobIds = {
   fanout: (submissionId: string) => `fanout-${submissionId}`,
   fanoutDeletion: (submissionId: string) => `fanout-deleted-${submissionId}`,
-  deliver: (deliveryId: string, generation = 0) => generation ? `deliver-${deliveryId}-r${generation}` : `deliver-${deliveryId}`,
+  /** One id per delivery for its whole life: a manual retry or a recovery replaces its job (Producer.requeue). */
+  deliver: (deliveryId: string) => `deliver-${deliveryId}`,
   crmSync: (syncId: string, generation = 0) => generation ? `crm-${syncId}-r${generation}` : `crm-${syncId}`,
 };
