@@ -6,12 +6,14 @@ import { Client } from 'pg';
 import { ENTITIES } from './entities';
 import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
+import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
 
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+  { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
 ];
 
 export interface OrmOptions {

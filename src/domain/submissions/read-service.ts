@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import { isSealed } from '../../lib/crypto';
 import type { Field } from '../forms/types';
+import { recordSubmissionDeleted } from './store';
 
 export const REDACTED = 'Redacted';
 
@@ -73,9 +74,28 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
   return row ? { ...toRecord(row), formTitle: row.form_title } : null;
 }
 
-export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<boolean> {
-  const affected = await em.getConnection().execute(
-    'delete from submissions where id = ? and organization_id = ?', [submissionId, organizationId], 'run',
-  );
-  return (affected as any).affectedRows > 0;
+export interface DeletedSubmission {
+  id: string;
+  formId: string;
+  /** The outbox row of the `submission.deleted` event, for the fan-out after commit. */
+  outboxId: string;
+}
+
+/** Null when the organization has no such submission. */
+export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<DeletedSubmission | null> {
+  return em.transactional(async (tx) => {
+    const [gone] = await tx.execute(
+      `with gone as (delete from submissions where id = ? and organization_id = ? returning id, form_id)
+       select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`,
+      [submissionId, organizationId],
+    );
+    if (!gone) return null;
+
+    // The deletion event, in the same transaction: what it says must be read now, while the form row
+    // and the submission's facts are at hand.
+    const outboxId = await recordSubmissionDeleted(tx, {
+      organizationId, submissionId: gone.id, formId: gone.form_id, formTitle: gone.form_title, deletedAt: new Date(),
+    });
+    return { id: gone.id, formId: gone.form_id, outboxId };
+  });
 }

@@ -6,6 +6,7 @@ import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
 import { findForm } from '../../domain/forms/form-service';
+import { enqueueDeletionFanout } from '../../domain/submissions/create-submission';
 import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
@@ -124,7 +125,9 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
     const id = submissionIdParam(req);
-    if (!id || !(await deleteSubmission(em, organizationId, id))) throw errors.notFound('Submission not found');
+    const deleted = id && (await deleteSubmission(em, organizationId, id));
+    if (!deleted) throw errors.notFound('Submission not found');
+    enqueueDeletionFanout(app, deleted.id, deleted.outboxId);
     return { status: 204 };
   }));
 }
