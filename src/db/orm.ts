@@ -4,8 +4,10 @@ import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
+import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
 import { Migration20261123000200_durability } from './migrations/Migration20261123000200_durability';
+import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -13,6 +15,7 @@ export type Em = EntityManager;
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261123000200_durability', class: Migration20261123000200_durability },
+  { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */
@@ -28,24 +31,46 @@ export const DEFAULT_DB_TIMEOUTS: DbTimeouts = { statementMs: 3_000, lockMs: 2_0
 /** Migrations and operator commands may rewrite or index big tables: no statement limit, but no endless lock wait. */
 export const ADMIN_DB_TIMEOUTS: DbTimeouts = { statementMs: 0, lockMs: 30_000, idleInTransactionMs: 0 };
 
+/** The longest a Node timer can wait (about 24.8 days). */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Lifts the client-side read timeout for one long streaming query (e.g. a cursor behind an export),
+ * which would otherwise end it after the statement timeout; pair it with `set local
+ * statement_timeout` in the query's transaction. Returns the same query object.
+ */
+export function withoutReadTimeout<T extends object>(submittable: T): T {
+  return Object.assign(submittable, { query_timeout: LONGEST_TIMER_MS });
+}
+
 /**
  * Server-side limits end a slow statement or a lock wait; the client-side read timeout (a little
  * longer) ends a wait on a database that no longer answers at all (a black-holed network), and TCP
- * keepalive finds connections whose peer is gone.
+ * keepalive finds connections whose peer is gone. Behind PgBouncer (no prepared statements) the
+ * server-side limits are not sent as startup parameters, which it refuses: set them on the role
+ * (`ALTER ROLE … SET statement_timeout = …`); the client-side ones still apply.
  */
-function connectionOptions(timeouts: DbTimeouts): Record<string, unknown> {
+function connectionOptions(timeouts: DbTimeouts, startupParameters: boolean): Record<string, unknown> {
   return {
     connectionTimeoutMillis: 3_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
-    ...(timeouts.statementMs ? { statement_timeout: timeouts.statementMs, query_timeout: timeouts.statementMs + 500 } : {}),
-    ...(timeouts.lockMs ? { lock_timeout: timeouts.lockMs } : {}),
-    ...(timeouts.idleInTransactionMs ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs } : {}),
+    ...(timeouts.statementMs ? { query_timeout: timeouts.statementMs + 500 } : {}),
+    ...(startupParameters && timeouts.statementMs ? { statement_timeout: timeouts.statementMs } : {}),
+    ...(startupParameters && timeouts.lockMs ? { lock_timeout: timeouts.lockMs } : {}),
+    ...(startupParameters && timeouts.idleInTransactionMs ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs } : {}),
   };
 }
 
-export async function initOrm(databaseUrl: string, poolMax = 10, timeouts: DbTimeouts = DEFAULT_DB_TIMEOUTS): Promise<Orm> {
-  return MikroORM.init<PostgreSqlDriver>({
+export interface OrmOptions {
+  /** false behind PgBouncer in transaction mode and other poolers without prepared-statement support. */
+  preparedStatements?: boolean;
+  timeouts?: DbTimeouts;
+}
+
+export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOptions = {}): Promise<Orm> {
+  const preparedStatements = opts.preparedStatements ?? true;
+  const orm = await MikroORM.init<PostgreSqlDriver>({
     driver: PostgreSqlDriver,
     clientUrl: databaseUrl,
     entities: ENTITIES,
@@ -54,13 +79,15 @@ export async function initOrm(databaseUrl: string, poolMax = 10, timeouts: DbTim
     // No request may wait long on a database that is gone: connecting and taking a pooled
     // connection both give up within seconds, and the request answers 503.
     pool: { min: 0, max: poolMax, acquireTimeoutMillis: 4_000 },
-    driverOptions: { connection: connectionOptions(timeouts) },
+    driverOptions: { connection: connectionOptions(opts.timeouts ?? DEFAULT_DB_TIMEOUTS, preparedStatements) },
     // A shared EntityManager grows forever: every request and job must fork its own.
     allowGlobalContext: false,
     discovery: { warnWhenNoEntities: true },
     forceUtcTimezone: true,
     debug: false,
   });
+  allowNamedStatements(orm.em, preparedStatements);
+  return orm;
 }
 
 /** Creates the database named in the URL when it does not exist yet. */

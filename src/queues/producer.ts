@@ -25,7 +25,10 @@ export class Producer {
     // Each call waiting for the connection listens for it: one per request in flight at most.
     connection.setMaxListeners(0);
     for (const name of QUEUE_NAMES) {
-      this.queues.set(name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] }));
+      const queue = new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] });
+      // Connection errors reach the callers of add(); unheard, they would end the process.
+      queue.on('error', () => {});
+      this.queues.set(name, queue);
     }
   }
 
@@ -52,18 +55,26 @@ export class Producer {
     }
   }
 
+  /** A Redis Cluster may report 'connect' rather than 'ready' once it is usable. */
+  private isConnected(): boolean {
+    const { status } = this.connection;
+    return status === 'ready' || (status === 'connect' && (this.connection as { isCluster?: boolean }).isCluster === true);
+  }
+
   private connected(timeoutMs: number): Promise<void> {
-    if (this.connection.status === 'ready') return Promise.resolve();
+    if (this.isConnected()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const onReady = () => {
+      const onChange = () => {
+        if (!this.isConnected()) return;
         clearTimeout(timer);
+        this.connection.off('ready', onChange).off('connect', onChange);
         resolve();
       };
       const timer = setTimeout(() => {
-        this.connection.off('ready', onReady);
+        this.connection.off('ready', onChange).off('connect', onChange);
         reject(new QueueUnavailableError(`Redis is not connected (${this.connection.status})`));
       }, timeoutMs);
-      this.connection.once('ready', onReady);
+      this.connection.on('ready', onChange).on('connect', onChange);
     });
   }
 
@@ -130,7 +141,7 @@ export class Producer {
   addSoon<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>, opts: { jobId: string },
   ): Promise<void> {
-    if (this.connection.status !== 'ready') return Promise.reject(new QueueUnavailableError('Redis is not connected'));
+    if (!this.isConnected()) return Promise.reject(new QueueUnavailableError('Redis is not connected'));
     return new Promise((resolve, reject) => {
       const batch = this.pending.get(queue) ?? [];
       batch.push({ name, data: payload, opts, settle: (err) => (err ? reject(err) : resolve()) });

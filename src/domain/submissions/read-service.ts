@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm';
 import { isSealed } from '../../lib/crypto';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
+import { recordSubmissionDeleted } from './store';
 
 export const REDACTED = 'Redacted';
 
@@ -74,14 +75,30 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
   return row ? { ...toRecord(row), formTitle: row.form_title } : null;
 }
 
-export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<boolean> {
+export interface DeletedSubmission {
+  id: string;
+  formId: string;
+  /** The outbox row of the `submission.deleted` event, for the fan-out after commit. */
+  outboxId: string;
+}
+
+/** Null when the organization has no such submission. */
+export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<DeletedSubmission | null> {
   return em.transactional(async (tx) => {
-    const affected = await tx.execute(
-      'delete from submissions where id = ? and organization_id = ?', [submissionId, organizationId], 'run',
+    const [gone] = await tx.execute(
+      `with gone as (delete from submissions where id = ? and organization_id = ? returning id, form_id)
+       select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`,
+      [submissionId, organizationId],
     );
-    if ((affected as any).affectedRows === 0) return false;
-    await scrubEndedDeliveries(tx, organizationId, submissionId);
-    return true;
+    if (!gone) return null;
+
+    // The deletion event, in the same transaction: what it says must be read now, while the form row
+    // and the submission's facts are at hand.
+    const outboxId = await recordSubmissionDeleted(tx, {
+      organizationId, submissionId: gone.id, formId: gone.form_id, formTitle: gone.form_title, deletedAt: new Date(),
+    });
+    await scrubEndedDeliveries(tx, organizationId, gone.id);
+    return { id: gone.id, formId: gone.form_id, outboxId };
   });
 }
 
@@ -97,7 +114,7 @@ async function scrubEndedDeliveries(tx: Em, organizationId: string, submissionId
               '{data,submission,submitterEmail}', 'null'), '{data,submission,submitterName}', 'null')::text,
             updated_at = updated_at
       where organization_id = ? and event_id = ? and status <> 'pending'
-        and payload::jsonb #> '{data,submission}' is not null`,
+        and payload::jsonb #> '{data,submission,data}' is not null`,
     [organizationId, eventIdForSubmission(submissionId)],
   );
 }

@@ -1,5 +1,5 @@
-import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import { randomBytes } from 'node:crypto';
+import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import type { SubmissionSource } from './entities';
@@ -183,4 +183,26 @@ export async function releaseIdempotencyKey(em: Em, organizationId: string, key:
     'delete from idempotency_keys where organization_id = ? and key = ? and claim_token = ? and response_status is null',
     [organizationId, key, token],
   );
+}
+
+export const SUBMISSION_CREATED_TOPIC = 'submission.created';
+export const SUBMISSION_DELETED_TOPIC = 'submission.deleted';
+
+/** What the deletion event needs, captured while the submission and its form are still there. */
+export interface SubmissionDeletedFacts {
+  organizationId: string;
+  submissionId: string;
+  formId: string;
+  formTitle: string;
+  /** ISO date-time once stored. */
+  deletedAt: Date | string;
+}
+
+/** The outbox row of a deletion, written inside the deleting transaction; returns its id. */
+export async function recordSubmissionDeleted(tx: Em, facts: SubmissionDeletedFacts): Promise<string> {
+  const [row] = await tx.execute(
+    'insert into outbox (topic, payload) values (?, ?::jsonb) returning id::text as id',
+    [SUBMISSION_DELETED_TOPIC, JSON.stringify({ ...facts, deletedAt: new Date(facts.deletedAt).toISOString() })],
+  );
+  return row.id;
 }

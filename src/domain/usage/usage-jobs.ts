@@ -1,7 +1,7 @@
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { jobIds } from '../../queues/catalogue';
-import { IDEMPOTENCY_TTL_HOURS } from '../submissions/store';
+import { IDEMPOTENCY_TTL_HOURS, SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/store';
 import { AUTO_DISABLE_AFTER_MS, maxAttempts } from '../webhooks/policy';
 
 const RELAY_BATCH = 500;
@@ -11,9 +11,17 @@ const RELAY_BACKOFF_MAX_SECONDS = 1800;
 
 interface RelayRow {
   id: string;
+  topic: OutboxTopic;
   submission_id: string;
   relay_attempts: number;
 }
+
+/** The fan-out job of each outbox topic; its id derives from the submission. */
+const FANOUT_OF_TOPIC = {
+  [SUBMISSION_CREATED_TOPIC]: { name: 'fanout', jobId: jobIds.fanout },
+  [SUBMISSION_DELETED_TOPIC]: { name: 'fanout-deletion', jobId: jobIds.fanoutDeletion },
+} as const;
+type OutboxTopic = keyof typeof FANOUT_OF_TOPIC;
 
 /**
  * Hands outbox rows that never reached the queue (Redis was down or forgot, or the process died
@@ -26,16 +34,21 @@ interface RelayRow {
 export async function relayOutbox(app: AppContext): Promise<number> {
   return app.orm.em.fork().transactional(async (tx) => {
     const rows: RelayRow[] = await tx.execute(
-      `select id::text as id, payload->>'submissionId' as submission_id, relay_attempts from outbox
-        where processed_at is null and topic = 'submission.created' and next_relay_at <= now()
+      `select id::text as id, topic, payload->>'submissionId' as submission_id, relay_attempts from outbox
+        where processed_at is null and topic in (?, ?) and next_relay_at <= now()
         order by next_relay_at limit ${RELAY_BATCH} for update skip locked`,
+      [SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC],
     );
     if (rows.length === 0) return 0;
-    const job = (row: RelayRow) => ({ submissionId: row.submission_id, outboxId: row.id });
-    await app.producer.addBulk('submissions', rows.filter((row) => row.relay_attempts === 0)
-      .map((row) => ({ name: 'fanout' as const, data: job(row), opts: { jobId: jobIds.fanout(row.submission_id) } })));
+    const jobOf = (row: RelayRow) => ({
+      name: FANOUT_OF_TOPIC[row.topic].name,
+      data: { submissionId: row.submission_id, outboxId: row.id },
+      opts: { jobId: FANOUT_OF_TOPIC[row.topic].jobId(row.submission_id) },
+    });
+    await app.producer.addBulk('submissions', rows.filter((row) => row.relay_attempts === 0).map(jobOf));
     for (const row of rows.filter((r) => r.relay_attempts > 0)) {
-      await app.producer.requeue('submissions', 'fanout', job(row), { jobId: jobIds.fanout(row.submission_id) });
+      const { name, data, opts } = jobOf(row);
+      await app.producer.requeue('submissions', name, data, opts);
     }
     await tx.execute(
       `update outbox set relay_attempts = relay_attempts + 1,

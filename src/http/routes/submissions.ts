@@ -6,6 +6,7 @@ import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
 import { findForm } from '../../domain/forms/form-service';
+import { enqueueDeletionFanout } from '../../domain/submissions/create-submission';
 import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
@@ -86,11 +87,11 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
-    const { items, total } = await listSubmissions(em, organizationId, formId, {
+    const { items, total } = await listSubmissions(readEm, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
     });
     return {
@@ -126,7 +127,9 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
     const id = submissionIdParam(req);
-    if (!id || !(await deleteSubmission(em, organizationId, id))) throw errors.notFound('Submission not found');
+    const deleted = id && (await deleteSubmission(em, organizationId, id));
+    if (!deleted) throw errors.notFound('Submission not found');
+    enqueueDeletionFanout(app, deleted.id, deleted.outboxId);
     return { status: 204 };
   }));
 }
