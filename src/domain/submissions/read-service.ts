@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import { isSealed } from '../../lib/crypto';
 import type { Field } from '../forms/types';
+import { recordChangesSql } from './changes';
 
 export const REDACTED = 'Redacted';
 
@@ -73,9 +74,17 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
   return row ? { ...toRecord(row), formTitle: row.form_title } : null;
 }
 
+/** The change feed's record of a deletion, written in the deleting statement itself. */
+const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
+  'select d.organization_id, d.form_id, d.id as submission_id, now() as occurred_at, 0 as seq from deleted d');
+
+export const DELETE_SUBMISSION_SQL = `
+with deleted as (
+  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
+), ${DELETED_CHANGE_SQL}
+select count(*)::int as deleted from deleted`;
+
 export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<boolean> {
-  const affected = await em.getConnection().execute(
-    'delete from submissions where id = ? and organization_id = ?', [submissionId, organizationId], 'run',
-  );
-  return (affected as any).affectedRows > 0;
+  const [row] = await em.getConnection().execute(DELETE_SUBMISSION_SQL, [submissionId, organizationId]);
+  return row.deleted > 0;
 }

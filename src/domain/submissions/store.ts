@@ -1,6 +1,7 @@
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
+import { recordChangesSql } from './changes';
 import type { SubmissionSource } from './entities';
 
 export interface SubmissionRow {
@@ -25,6 +26,10 @@ export type InsertOutcome =
   | { kind: 'payment_used' }
   | { kind: 'idempotency_conflict' };
 
+/** The change feed's record of each stored submission, written in the storing statement itself. */
+const CREATED_CHANGE_SQL = recordChangesSql('created_change', 'submission.created',
+  'select p.org as organization_id, p.form as form_id, sub.id as submission_id, p.created as occurred_at, 0 as seq from p, sub');
+
 const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_LIMITS[p].monthlySubmissions}`).join(' ')} end`;
 
 /**
@@ -33,7 +38,7 @@ const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_
  * update decided by PostgreSQL under the row lock), the payment claim and idempotency record are
  * unique-keyed, and the outbox row is written beside the submission. Any failure undoes all of it.
  */
-const INSERT_SUBMISSION_SQL = `
+export const INSERT_SUBMISSION_SQL = `
 with p as (
   select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as id,
          $6::jsonb as data, $7::text as email, $8::text as name, $9::text as source, $10::timestamptz as created,
@@ -66,7 +71,7 @@ with p as (
   insert into outbox (topic, payload)
   select 'submission.created', jsonb_build_object('submissionId', sub.id) from sub
   returning id
-)
+), ${CREATED_CHANGE_SQL}
 select (select count(*) from form_ok)::int as form_ok,
        (select count(*) from quota)::int as quota_ok,
        (select id from outbox_row)::text as outbox_id,
@@ -77,15 +82,20 @@ function violatedConstraint(err: any): string | null {
   return err?.code === '23505' ? String(err.constraint ?? '') : null;
 }
 
+/** The values of INSERT_SUBMISSION_SQL for one row. */
+export function insertSubmissionValues(row: SubmissionRow): unknown[] {
+  return [
+    row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
+    JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
+    row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,
+    row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null,
+  ];
+}
+
 export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
   let result: any[];
   try {
-    result = await preparedQuery(orm.em, 'insert_submission', INSERT_SUBMISSION_SQL, [
-      row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
-      JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
-      row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,
-      row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null,
-    ]);
+    result = await preparedQuery(orm.em, 'insert_submission', INSERT_SUBMISSION_SQL, insertSubmissionValues(row));
   } catch (err) {
     const constraint = violatedConstraint(err);
     if (constraint === 'payment_claims_pkey') return { kind: 'payment_used' };

@@ -9,7 +9,9 @@ import { findForm } from '../../domain/forms/form-service';
 import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
-import { formIdParam, submissionIdParam } from './schemas';
+import { readChanges } from '../../domain/submissions/change-feed';
+import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
+import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
@@ -25,6 +27,13 @@ const listQuerySchema = Joi.object({
   offset: Joi.number().integer().min(0).default(0),
   startDate: isoDate,
   endDate: isoDate,
+}).unknown(true);
+
+const changesQuerySchema = Joi.object({
+  after: Joi.string().allow('').custom((value: string, helpers) =>
+    decodeCursor(value) === null ? helpers.message({ custom: '{{#label}} is not a cursor this service issued' }) : value),
+  formId: Joi.string(),
+  limit: Joi.number().integer().min(1).max(1000).default(100),
 }).unknown(true);
 
 /** A date alone covers its whole UTC day; a date-time is exact. */
@@ -99,6 +108,24 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
           createdAt: s.createdAt.toISOString(), data: redact(s.data),
         })),
         pagination: { limit: query.limit, offset: query.offset, total },
+      },
+    };
+  }));
+
+  server.get('/v1/submissions/changes', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+    const formId = typeof req.query?.formId === 'string' ? req.query.formId : null;
+    if (req.query?.formId !== undefined && (!formId || !FORM_ID.test(formId) || !(await findForm(em, organizationId, formId)))) {
+      throw errors.notFound('Form not found');
+    }
+    const query = validate<{ after?: string; limit: number }>(changesQuerySchema, req.query ?? {});
+    const after = query.after ? decodeCursor(query.after)! : START_POSITION;
+    const { changes, hasMore } = await readChanges(em, organizationId, { after, formId, limit: query.limit });
+    return {
+      status: 200,
+      body: {
+        changes: changes.map(({ position: _position, ...change }) => change),
+        nextCursor: changes.length ? encodeCursor(changes[changes.length - 1].position) : (query.after || encodeCursor(after)),
+        hasMore,
       },
     };
   }));
