@@ -10,6 +10,7 @@ import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { readChanges } from '../../domain/submissions/change-feed';
+import { EXPORT_CONTENT_TYPES, openSubmissionExport, type ExportFormat } from '../../domain/submissions/export';
 import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
 import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
 
@@ -25,6 +26,12 @@ const isoDate = Joi.string().custom((value: string, helpers) =>
 const listQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),
   offset: Joi.number().integer().min(0).default(0),
+  startDate: isoDate,
+  endDate: isoDate,
+}).unknown(true);
+
+const exportQuerySchema = Joi.object({
+  format: Joi.string().valid('csv', 'ndjson').required(),
   startDate: isoDate,
   endDate: isoDate,
 }).unknown(true);
@@ -109,6 +116,23 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
         })),
         pagination: { limit: query.limit, offset: query.offset, total },
       },
+    };
+  }));
+
+  server.get('/v1/forms/:formId/submissions/export', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+    const formId = formIdParam(req);
+    if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
+    const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
+    const form = await app.formCache.get(formId, true);
+    if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
+    const stream = await openSubmissionExport(app.orm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate));
+    return {
+      status: 200,
+      headers: {
+        'Content-Type': EXPORT_CONTENT_TYPES[query.format],
+        'Content-Disposition': `attachment; filename="${form.id}-submissions.${query.format}"`,
+      },
+      stream,
     };
   }));
 
