@@ -1,7 +1,12 @@
 import Joi from 'joi';
-import type { Server } from 'restify';
+import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { createSubmission, submitterErrors, type SubmissionRefusal } from '../../domain/submissions/create-submission';
+import {
+  BATCH_MAX_ITEMS, createSubmissionBatch, type BatchItemOutcome, type BatchRequest,
+} from '../../domain/submissions/batch-submission';
+import {
+  createSubmission, submitterErrors, type SubmissionInput, type SubmissionRefusal,
+} from '../../domain/submissions/create-submission';
 import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
@@ -72,25 +77,55 @@ export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
   }
 }
 
+function idempotencyKeyHeader(req: Request): string | null {
+  const key = req.header('idempotency-key') || null;
+  if (key && key.length > IDEMPOTENCY_KEY_MAX) {
+    throw errors.validation([{ field: 'Idempotency-Key', message: `must be at most ${IDEMPOTENCY_KEY_MAX} characters` }]);
+  }
+  return key;
+}
+
+/** One submission as the API takes it: `data` plus the submitter metadata; other keys are errors. */
+function submissionInput(body: unknown): SubmissionInput {
+  const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+  const { submitterEmail, submitterName, data, ...unknownKeys } = input;
+  return {
+    data, source: 'api',
+    submitterEmail: typeof submitterEmail === 'string' ? submitterEmail : null,
+    submitterName: typeof submitterName === 'string' ? submitterName : null,
+    metadataErrors: [
+      ...submitterErrors(submitterEmail, submitterName),
+      ...Object.keys(unknownKeys).map((k) => ({ field: k, message: 'Unknown property' })),
+    ],
+  };
+}
+
+/** The batch's items, or what is wrong with its envelope. */
+function batchEnvelope(body: unknown): BatchRequest['envelope'] {
+  const { submissions, ...others } = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+  const errs = Object.keys(others).map((k) => ({ field: k, message: 'Unknown property' }));
+  if (!Array.isArray(submissions)) errs.unshift({ field: 'submissions', message: 'submissions must be an array' });
+  else if (submissions.length === 0 || submissions.length > BATCH_MAX_ITEMS) {
+    errs.unshift({ field: 'submissions', message: `submissions must hold 1 to ${BATCH_MAX_ITEMS} items` });
+  }
+  if (errs.length) return { errors: errs };
+  return { items: (submissions as unknown[]).map((item) => ({ ...submissionInput(item), body: item })) };
+}
+
+function batchResult(outcome: BatchItemOutcome) {
+  if (outcome.ok) return { index: outcome.index, status: 201, submission: outcome.submission };
+  const error = refusalToApiError(outcome.refusal);
+  return { index: outcome.index, status: error.status, error: error.toJSON() };
+}
+
 export function registerSubmissionRoutes(server: Server, app: AppContext): void {
   server.post('/v1/forms/:formId/submissions', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
     const body = json();
     const formId = formIdParam(req);
     if (!formId) throw errors.notFound('Form not found');
-    const idempotencyKey = req.header('idempotency-key') || null;
-    if (idempotencyKey && idempotencyKey.length > IDEMPOTENCY_KEY_MAX) {
-      throw errors.validation([{ field: 'Idempotency-Key', message: `must be at most ${IDEMPOTENCY_KEY_MAX} characters` }]);
-    }
-    const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
-    const { submitterEmail, submitterName, data, ...unknownKeys } = input;
-    const metadataErrors = [
-      ...submitterErrors(submitterEmail, submitterName),
-      ...Object.keys(unknownKeys).map((k) => ({ field: k, message: 'Unknown property' })),
-    ];
+    const idempotencyKey = idempotencyKeyHeader(req);
     const result = await createSubmission(app, {
-      organizationId, formId, data, source: 'api', idempotencyKey, requestBody: body, metadataErrors,
-      submitterEmail: typeof submitterEmail === 'string' ? submitterEmail : null,
-      submitterName: typeof submitterName === 'string' ? submitterName : null,
+      organizationId, formId, idempotencyKey, requestBody: body, ...submissionInput(body),
     });
     if (!result.ok) throw refusalToApiError(result.refusal);
     return {
@@ -116,6 +151,21 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
         })),
         pagination: { limit: query.limit, offset: query.offset, total },
       },
+    };
+  }));
+
+  server.post('/v1/forms/:formId/submissions/batch', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
+    const body = json();
+    const formId = formIdParam(req);
+    if (!formId) throw errors.notFound('Form not found');
+    const result = await createSubmissionBatch(app, {
+      organizationId, formId, envelope: batchEnvelope(body), idempotencyKey: idempotencyKeyHeader(req), requestBody: body,
+    });
+    if (!result.ok) throw refusalToApiError(result.refusal);
+    return {
+      status: 200,
+      body: { results: result.outcomes.map(batchResult) },
+      headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
     };
   }));
 
