@@ -25,6 +25,8 @@ export interface AuthedContext {
   organizationId: string;
   /** A fresh EntityManager for this request only. */
   em: Em;
+  /** The same for reads that may lag (the read replica when one is configured). */
+  readEm: Em;
   /** The parsed JSON body; throws `invalid_json` when it is not JSON. */
   json(): unknown;
 }
@@ -115,10 +117,12 @@ export function authenticated(app: AppContext, scope: Scope, handler: AuthedHand
       if (!hasScope(key.scopes, scope)) throw errors.forbidden(scope);
 
       let em: Em | undefined;
+      let readEm: Em | undefined;
       const ctx: AuthedContext = {
         app, req, key, organizationId: key.organizationId,
         // Forked on first use: the submission path never needs an EntityManager.
         get em() { return (em ??= app.orm.em.fork()); },
+        get readEm() { return (readEm ??= app.readOrm.em.fork()); },
         json: () => parseJsonBody(req),
       };
       const reply = await handler(ctx);

@@ -183,8 +183,8 @@ describe('change feed (GET /v1/submissions/changes)', () => {
           let victim: string | null = null;
           if (deleting) {
             victim = live.splice(Math.floor(Math.random() * live.length), 1)[0];
-            const [{ deleted }] = (await client.query(positional(DELETE_SUBMISSION_SQL), [victim, tenant.organizationId])).rows;
-            if (deleted) change = `deleted ${victim}`;
+            const { rowCount } = await client.query(positional(DELETE_SUBMISSION_SQL), [victim, tenant.organizationId]);
+            if (rowCount) change = `deleted ${victim}`;
           } else {
             const createdAt = new Date();
             const id = newId('sub');

@@ -38,7 +38,7 @@ function resealDeep(value: unknown, keys: EncryptionKeys): unknown | null {
 
 /** Walks a table by id in batches, re-sealing one column; each batch commits on its own. */
 async function resealColumn(
-  em: Em, table: 'webhooks' | 'forms' | 'submissions', column: 'secret_sealed' | 'settings' | 'data',
+  em: Em, table: 'webhooks' | 'forms' | 'submissions', column: 'secret_sealed' | 'previous_secret_sealed' | 'settings' | 'data',
   candidates: string, keys: EncryptionKeys,
 ): Promise<number> {
   let after = '';
@@ -54,7 +54,7 @@ async function resealColumn(
         if (next === null) continue;
         const stored = typeof next === 'string' ? next : JSON.stringify(next);
         await tx.getConnection().execute(
-          `update ${table} set ${column} = ?${column === 'secret_sealed' ? '' : '::jsonb'} where id = ?`,
+          `update ${table} set ${column} = ?${column.endsWith('secret_sealed') ? '' : '::jsonb'} where id = ?`,
           [stored, row.id], 'run', tx.getTransactionContext(),
         );
         changed++;
@@ -71,7 +71,8 @@ async function resealColumn(
  */
 export async function reencryptSecrets(em: Em, keys: EncryptionKeys): Promise<ReencryptCounts> {
   return {
-    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys),
+    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys)
+      + await resealColumn(em, 'webhooks', 'previous_secret_sealed', 'previous_secret_sealed is not null', keys),
     forms: await resealColumn(em, 'forms', 'settings', `jsonb_typeof(settings->'integrations') = 'array'`, keys),
     submissions: await resealColumn(em, 'submissions', 'data', `data::text like '%"enc:v1:%'`, keys),
   };

@@ -226,3 +226,9 @@ function enqueueFanout(app: AppContext, submissionId: string, outboxId: string):
   app.producer.addSoon('submissions', 'fanout', { submissionId, outboxId }, { jobId: jobIds.fanout(submissionId) })
     .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }
+
+/** The deletion event's fan-out, after the deleting transaction commits; the relay covers a failure. */
+export function enqueueDeletionFanout(app: AppContext, submissionId: string, outboxId: string): void {
+  app.producer.addSoon('submissions', 'fanout-deletion', { submissionId, outboxId }, { jobId: jobIds.fanoutDeletion(submissionId) })
+    .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
+}

@@ -1,5 +1,5 @@
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
-import type { Orm } from '../../db/orm';
+import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import { recordChangesSql } from './changes';
 import type { SubmissionSource } from './entities';
@@ -232,4 +232,26 @@ export async function storeIdempotencyRecord(orm: Orm, organizationId: string, k
      values (?, ?, ?, ?, ?::jsonb) on conflict (organization_id, key) do nothing`,
     [organizationId, key, record.requestHash, record.status, JSON.stringify(record.body)],
   );
+}
+
+export const SUBMISSION_CREATED_TOPIC = 'submission.created';
+export const SUBMISSION_DELETED_TOPIC = 'submission.deleted';
+
+/** What the deletion event needs, captured while the submission and its form are still there. */
+export interface SubmissionDeletedFacts {
+  organizationId: string;
+  submissionId: string;
+  formId: string;
+  formTitle: string;
+  /** ISO date-time once stored. */
+  deletedAt: Date | string;
+}
+
+/** The outbox row of a deletion, written inside the deleting transaction; returns its id. */
+export async function recordSubmissionDeleted(tx: Em, facts: SubmissionDeletedFacts): Promise<string> {
+  const [row] = await tx.execute(
+    'insert into outbox (topic, payload) values (?, ?::jsonb) returning id::text as id',
+    [SUBMISSION_DELETED_TOPIC, JSON.stringify({ ...facts, deletedAt: new Date(facts.deletedAt).toISOString() })],
+  );
+  return row.id;
 }

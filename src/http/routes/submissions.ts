@@ -11,6 +11,7 @@ import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
 import { findForm } from '../../domain/forms/form-service';
+import { enqueueDeletionFanout } from '../../domain/submissions/create-submission';
 import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
@@ -135,11 +136,11 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
-    const { items, total } = await listSubmissions(em, organizationId, formId, {
+    const { items, total } = await listSubmissions(readEm, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
     });
     return {
@@ -175,7 +176,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
     const form = await app.formCache.get(formId, true);
     if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
-    const stream = await openSubmissionExport(app.orm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate));
+    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate));
     return {
       status: 200,
       headers: {
@@ -186,14 +187,14 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/submissions/changes', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/submissions/changes', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
     const formId = typeof req.query?.formId === 'string' ? req.query.formId : null;
     if (req.query?.formId !== undefined && (!formId || !FORM_ID.test(formId) || !(await findForm(em, organizationId, formId)))) {
       throw errors.notFound('Form not found');
     }
     const query = validate<{ after?: string; limit: number }>(changesQuerySchema, req.query ?? {});
     const after = query.after ? decodeCursor(query.after)! : START_POSITION;
-    const { changes, hasMore } = await readChanges(em, organizationId, { after, formId, limit: query.limit });
+    const { changes, hasMore } = await readChanges(readEm, organizationId, { after, formId, limit: query.limit });
     return {
       status: 200,
       body: {
@@ -225,7 +226,9 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
     const id = submissionIdParam(req);
-    if (!id || !(await deleteSubmission(em, organizationId, id))) throw errors.notFound('Submission not found');
+    const deleted = id && (await deleteSubmission(em, organizationId, id));
+    if (!deleted) throw errors.notFound('Submission not found');
+    enqueueDeletionFanout(app, deleted.id, deleted.outboxId);
     return { status: 204 };
   }));
 }
