@@ -165,6 +165,33 @@ describe('submission export (GET /v1/forms/{formId}/submissions/export)', () => 
     expect(empty.text).to.equal('id,createdAt,submitterEmail,submitterName,Text,\'=Formula,Number,Choices,Secret,"Note, ""quoted"""\r\n');
   });
 
+  it('runs at most half as many exports at once as the pool has connections; more get 503 before the first byte', async function () {
+    this.timeout(20_000);
+    const small = await startTestApp({ DB_POOL_MAX: '2' });
+    try {
+      const url = `${small.url}/v1/forms/${form.id}/submissions/export?format=ndjson`;
+      const headers = { Authorization: `Bearer ${tenant.key}` };
+      const abort = new AbortController();
+      const first = await fetch(url, { headers, signal: abort.signal });
+      await first.body!.getReader().read();
+      const second = await call(small.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&endDate=2025-12-31`, { key: tenant.key });
+      expect(second.status).to.equal(503);
+      expect(second.body.error).to.equal('service_unavailable');
+      expect(second.headers.get('retry-after')).to.be.a('string');
+      expect((await call(small.url, 'GET', `/v1/forms/${form.id}/submissions?limit=1`, { key: tenant.key })).status, 'other reads still served').to.equal(200);
+      abort.abort();
+      let third = second;
+      const deadline = Date.now() + 5_000;
+      while (third.status !== 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        third = await call(small.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&endDate=2025-12-31`, { key: tenant.key });
+      }
+      expect(third.status, 'a slot again once the first export ended').to.equal(200);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('gives the database connection back when the client goes away mid-stream', async function () {
     this.timeout(20_000);
     const pool = (t.app.orm.em.getConnection().getKnex() as any).client.pool;

@@ -18,6 +18,12 @@ const FETCH_ROWS = 500;
 /** An export may outlast ordinary statements while a slow client reads it, but not forever. */
 const EXPORT_STATEMENT_TIMEOUT_MS = 30 * 60_000;
 
+/** Exports running per connection pool, so that they never hold more than half of its connections. */
+const runningExports = new WeakMap<object, number>();
+
+/** Every export slot of this process is taken. */
+export class ExportCapacityReached extends Error {}
+
 interface ExportRow {
   id: string;
   data: Record<string, unknown>;
@@ -100,9 +106,13 @@ export async function openSubmissionExport(
   if (bounds.until) { values.push(bounds.until.toISOString()); where.push(`created_at < $${values.length}`); }
 
   const pool = (orm.em.getConnection().getKnex() as any).client;
-  const connection = await pool.acquireConnection();
+  const running = runningExports.get(pool) ?? 0;
+  if (running >= Math.max(1, Math.floor((pool.pool?.max ?? 10) / 2))) throw new ExportCapacityReached();
+  runningExports.set(pool, running + 1);
+  let connection: any;
   let rows: QueryStream;
   try {
+    connection = await pool.acquireConnection();
     await connection.query(`begin read only; set local statement_timeout = ${EXPORT_STATEMENT_TIMEOUT_MS}`);
     rows = connection.query(new QueryStream(
       `select id, data, submitter_email, submitter_name, created_at from submissions
@@ -114,7 +124,8 @@ export async function openSubmissionExport(
       rows.once('error', reject);
     });
   } catch (err) {
-    await giveBack(pool, connection, false);
+    if (connection) await giveBack(pool, connection, false);
+    else exportEnded(pool);
     throw err;
   }
 
@@ -132,5 +143,13 @@ async function giveBack(pool: any, connection: any, completed: boolean): Promise
   } catch {
     connection.end().catch(() => undefined);
   }
-  await pool.releaseConnection(connection);
+  try {
+    await pool.releaseConnection(connection);
+  } finally {
+    exportEnded(pool);
+  }
+}
+
+function exportEnded(pool: object): void {
+  runningExports.set(pool, (runningExports.get(pool) ?? 1) - 1);
 }

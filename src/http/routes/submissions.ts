@@ -16,7 +16,9 @@ import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { readChanges } from '../../domain/submissions/change-feed';
-import { EXPORT_CONTENT_TYPES, openSubmissionExport, type ExportFormat } from '../../domain/submissions/export';
+import {
+  EXPORT_CONTENT_TYPES, ExportCapacityReached, openSubmissionExport, type ExportFormat,
+} from '../../domain/submissions/export';
 import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
 import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
 
@@ -176,7 +178,11 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
     const form = await app.formCache.get(formId, true);
     if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
-    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate));
+    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate))
+      .catch((err) => {
+        if (err instanceof ExportCapacityReached) throw errors.serviceUnavailable('Too many exports are running; retry shortly');
+        throw err;
+      });
     return {
       status: 200,
       headers: {
