@@ -1,25 +1,24 @@
 import Joi from 'joi';
 import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
+import { findForm } from '../../domain/forms/form-service';
 import {
   BATCH_MAX_ITEMS, createSubmissionBatch, type BatchItemOutcome, type BatchRequest,
 } from '../../domain/submissions/batch-submission';
-import {
-  createSubmission, submitterErrors, type SubmissionInput, type SubmissionRefusal,
-} from '../../domain/submissions/create-submission';
-import {
-  deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
-} from '../../domain/submissions/read-service';
-import { findForm } from '../../domain/forms/form-service';
-import { enqueueDeletionFanout } from '../../domain/submissions/create-submission';
-import { ApiError, errors } from '../errors';
-import { authenticated } from '../pipeline';
-import { validate } from '../validation';
 import { readChanges } from '../../domain/submissions/change-feed';
+import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
+import {
+  createSubmission, enqueueDeletionFanout, submitterErrors, type SubmissionInput, type SubmissionRefusal,
+} from '../../domain/submissions/create-submission';
 import {
   EXPORT_CONTENT_TYPES, ExportCapacityReached, openSubmissionExport, type ExportFormat,
 } from '../../domain/submissions/export';
-import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
+import {
+  deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
+} from '../../domain/submissions/read-service';
+import { ApiError, errors } from '../errors';
+import { authenticated } from '../pipeline';
+import { validate } from '../validation';
 import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
