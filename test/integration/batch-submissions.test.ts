@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
+import { startStack, type Stack } from '../support/worker-stack';
 import {
   call, createKey, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant,
 } from '../support/harness';
@@ -175,5 +177,35 @@ describe('batch submissions (POST /v1/forms/{formId}/submissions/batch)', () => 
     expect(b.status).to.equal(200);
     expect(a.body.results.map((r: any) => r.submission.id)).to.deep.equal(b.body.results.map((r: any) => r.submission.id));
     expect(await count(ownForm.id)).to.equal(30);
+  });
+});
+
+describe('batch submissions with workers running', () => {
+  let stack: Stack;
+  let receiver: Receiver;
+  before(async () => {
+    stack = await startStack(['submissions', 'webhooks']);
+    receiver = await startReceiver({ respond: () => ({ status: 200 }) });
+  });
+  after(async () => {
+    await stack.close();
+    await receiver.close();
+  });
+
+  it('fires the webhook once for each stored item, as single posts do, and never for a refused one', async () => {
+    const url = stack.api.url;
+    const tenant = await createTenant(stack.api.app);
+    const form = await createPublishedForm(url, tenant.key, [field('fld_name', 'text', 'Name', { required: true })]);
+    const hook = await call(url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'hook', url: receiver.url, events: ['submission.created'] } });
+    expect(hook.status).to.equal(201);
+    const res = await call(url, 'POST', `/v1/forms/${form.id}/submissions/batch`, {
+      key: tenant.key, body: { submissions: [{ data: { fld_name: 'a' } }, { data: {} }, { data: { fld_name: 'b' } }, { data: { fld_name: 'c' } }] },
+    });
+    const stored = res.body.results.filter((r: any) => r.status === 201).map((r: any) => r.submission.id);
+    expect(stored).to.have.length(3);
+    await receiver.waitFor(3);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const delivered = receiver.deliveries.map((d) => JSON.parse(d.rawBody).data.submission.id);
+    expect(delivered.sort()).to.deep.equal([...stored].sort());
   });
 });
