@@ -8,6 +8,7 @@ import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
 import { Migration20261123000200_durability } from './migrations/Migration20261123000200_durability';
 import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
+import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -16,6 +17,7 @@ const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261123000200_durability', class: Migration20261123000200_durability },
   { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
+  { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -1,3 +1,5 @@
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
 import type { Request, Response } from 'restify';
 import type { AppContext } from '../app';
 import type { Em } from '../db/orm';
@@ -12,6 +14,8 @@ export interface Reply {
   status: number;
   body?: unknown;
   headers?: Record<string, string | number>;
+  /** A streamed body instead of `body`: stages piped in order into the response. */
+  stream?: Readable[];
 }
 
 export interface AuthedContext {
@@ -39,6 +43,23 @@ export function parseJsonBody(req: Request): unknown {
     return JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw));
   } catch {
     throw errors.invalidJson();
+  }
+}
+
+/**
+ * Streams a body with backpressure. Once the first byte is out an error can no longer be answered:
+ * the response is cut short (a client sees an incomplete transfer), and a client that goes away
+ * stops the stream, which releases what feeds it.
+ */
+async function streamReply(app: AppContext, req: Request, res: Response, reply: Reply): Promise<void> {
+  for (const [name, value] of Object.entries(reply.headers ?? {})) res.header(name, String(value));
+  res.writeHead(reply.status);
+  try {
+    await pipeline([...reply.stream!, res]);
+  } catch (err: any) {
+    const clientGone = err?.code === 'ERR_STREAM_PREMATURE_CLOSE';
+    if (clientGone) app.logger.debug({ reqId: (req as any).requestId }, 'client went away during a streamed answer');
+    else app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'streamed answer failed midway');
   }
 }
 
@@ -104,7 +125,9 @@ export function authenticated(app: AppContext, scope: Scope, handler: AuthedHand
         get readEm() { return (readEm ??= app.readOrm.em.fork()); },
         json: () => parseJsonBody(req),
       };
-      sendReply(res, await handler(ctx));
+      const reply = await handler(ctx);
+      if (reply.stream) await streamReply(app, req, res, reply);
+      else sendReply(res, reply);
     } catch (err) {
       sendApiError(app, req, res, err);
     }

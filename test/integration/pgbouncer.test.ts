@@ -77,6 +77,20 @@ describe('through PgBouncer in transaction pooling mode', function () {
     expect(ok.status).to.equal(201);
   });
 
+  it('stores batches, follows the change feed and streams an export through it', async () => {
+    const bulkForm = await createPublishedForm(t.url, tenant.key, [field('fld_name', 'text', 'Name', { required: true })]);
+    const batches = await Promise.all(Array.from({ length: 4 }, (_, b) => call(t.url, 'POST', `/v1/forms/${bulkForm.id}/submissions/batch`, {
+      key: tenant.key, body: { submissions: Array.from({ length: 50 }, (_, i) => ({ data: { fld_name: `b${b}-${i}` } })) },
+    })));
+    const ids = batches.flatMap((b) => b.body.results.map((r: any) => r.submission.id));
+    expect(ids).to.have.length(200);
+    const feed = await call(t.url, 'GET', `/v1/submissions/changes?formId=${bulkForm.id}&limit=1000`, { key: tenant.key });
+    expect(feed.body.changes.map((c: any) => c.submissionId).sort()).to.deep.equal([...ids].sort());
+    const exported = await call(t.url, 'GET', `/v1/forms/${bulkForm.id}/submissions/export?format=ndjson`, { key: tenant.key });
+    expect(exported.status).to.equal(200);
+    expect(exported.text.trim().split('\n').map((line) => JSON.parse(line).id).sort()).to.deep.equal([...ids].sort());
+  });
+
   it('(why the setting exists) named prepared statements fail through transaction pooling', async () => {
     const prepared = await startTestApp({ DATABASE_URL: bouncer.url, DB_PREPARED_STATEMENTS: 'true', DB_POOL_MAX: '10' });
     try {

@@ -57,4 +57,26 @@ describe('with a read replica (DATABASE_READ_URL)', function () {
       await pg.resumeReplay();
     }
   });
+
+  it('serves the change feed and the export from the replica: a change shows once the replica has it', async () => {
+    const feedIds = async () => {
+      const res = await call(t.url, 'GET', '/v1/submissions/changes?limit=1000', { key: tenant.key });
+      expect(res.status, res.text).to.equal(200);
+      return res.body.changes.map((c: any) => c.submissionId as string);
+    };
+    const exported = async () => (await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=ndjson`, { key: tenant.key })).text;
+    await pg.pauseReplay();
+    try {
+      const created = await submit('feed while lagging');
+      expect(created.status).to.equal(201);
+      const id = created.body.submission.id;
+      expect(await feedIds()).to.not.include(id);
+      expect(await exported()).to.not.include(id);
+      await pg.resumeReplay();
+      await waitUntil('the feed shows the submission', async () => (await feedIds()).includes(id), 10_000);
+      expect(await exported()).to.include(id);
+    } finally {
+      await pg.resumeReplay();
+    }
+  });
 });

@@ -1,4 +1,5 @@
 import type { AppContext } from '../../src/app';
+import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
 import type { JobName } from '../../src/queues/catalogue';
 
@@ -32,5 +33,9 @@ export async function scheduleUsageJobs(app: AppContext): Promise<void> {
 
 export const relay = async (app: AppContext) => ({ relayed: await relayOutbox(app) });
 export const rollup = async (app: AppContext) => rollupUsage(app.orm.em.fork());
-export const maintenance = async (app: AppContext) => runMaintenance(app.orm.em.fork(), { retentionDays: app.config.retentionDays });
+export const maintenance = async (app: AppContext) => {
+  const em = app.orm.em.fork();
+  const { retentionDays } = app.config;
+  return { ...(await runMaintenance(em, { retentionDays })), submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays) };
+};
 export const sweep = async (app: AppContext) => sweepOwed(app);

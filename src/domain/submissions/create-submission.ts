@@ -10,7 +10,7 @@ import type { Field } from '../forms/types';
 import { quotaMonth } from '../quotas/quota';
 import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
-import { claimIdempotencyKey, insertSubmission, releaseIdempotencyKey } from './store';
+import { claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey, type SubmissionRow } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
 export interface SubmissionRequest {
@@ -109,6 +109,94 @@ async function checkPayment(app: AppContext, form: CachedForm, values: Record<st
   return { intentId };
 }
 
+/** A submission that passed every check, ready to be stored. */
+export interface CheckedSubmission {
+  row: SubmissionRow;
+  submission: CreatedSubmission;
+}
+
+/** What one submission carries, whether posted alone or as an item of a batch. */
+export interface SubmissionInput {
+  data: unknown;
+  submitterEmail: string | null;
+  submitterName: string | null;
+  source: SubmissionSource;
+  metadataErrors?: FieldError[];
+}
+
+/** The key an answer is kept under; `claimToken` when this request claimed it (claimIdempotencyKey). */
+export type IdempotencyClaim = { key: string; requestHash: string; claimToken?: string } | null;
+
+/**
+ * Every check of one submission against a published form, in the order clients see them:
+ * invalid data → missing required → field validation → payment.
+ */
+export async function checkSubmission(app: AppContext, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim)
+  : Promise<{ ok: true; checked: CheckedSubmission } | { ok: false; refusal: SubmissionRefusal }> {
+  if (!isPlainObject(input.data)) return { ok: false, refusal: { kind: 'invalid_data' } };
+  const check = validateSubmission(form.structure, input.data);
+  if (check.missingRequired.length) return { ok: false, refusal: { kind: 'missing_required', fields: check.missingRequired } };
+  const fieldErrors = [...check.errors, ...(input.metadataErrors ?? [])];
+  if (fieldErrors.length) return { ok: false, refusal: { kind: 'invalid_fields', errors: fieldErrors } };
+
+  const payment = await checkPayment(app, form, check.values);
+  if (payment.refusal) return { ok: false, refusal: payment.refusal };
+
+  const createdAt = new Date();
+  const submission: CreatedSubmission = { id: newId('sub'), formId: form.id, createdAt: createdAt.toISOString() };
+  const row: SubmissionRow = {
+    id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
+    month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
+    submitterEmail: input.submitterEmail, submitterName: input.submitterName, source: input.source,
+    createdAt, paymentIntentId: payment.intentId,
+    idempotency: idem ? { ...idem, responseBody: { submission } } : null,
+  };
+  return { ok: true, checked: { row, submission } };
+}
+
+/** The form changed (or a record under the key vanished) while storing: decide again on a fresh form. */
+export const DECIDE_AGAIN = Symbol('decide again');
+
+/** Stores one checked submission in its own statement; the answer it alone gets. */
+export async function storeCheckedSubmission(app: AppContext, checked: CheckedSubmission)
+  : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
+  const { row, submission } = checked;
+  const outcome = await insertSubmission(app.orm, row);
+  switch (outcome.kind) {
+    case 'created':
+      submissionStored(app, row, outcome.outboxId);
+      return { ok: true, submission, replayed: false };
+    case 'quota_exceeded':
+      metrics.quotaRejections.inc();
+      return refuse({ kind: 'quota_exceeded' });
+    case 'payment_used':
+      return refuse({ kind: 'payment_used' });
+    case 'idempotency_lost':
+      return refuse({ kind: 'idempotency_key_in_use' });
+    case 'idempotency_conflict': {
+      const stored = await findIdempotencyRecord(app.orm, row.organizationId, row.idempotency!.key);
+      return stored ? replay(stored, row.idempotency!.requestHash) : DECIDE_AGAIN;
+    }
+    case 'form_changed':
+      return DECIDE_AGAIN; // the cached form is stale: reload it and decide again
+  }
+}
+
+/** After commit: count it and hand it to the fan-out. */
+export function submissionStored(app: AppContext, row: SubmissionRow, outboxId: string): void {
+  metrics.submissions.inc({ source: row.source });
+  enqueueFanout(app, row.id, outboxId);
+}
+
+/** The form a request names, or why there is none to submit to. */
+export async function submittableForm(app: AppContext, organizationId: string | null, formId: string, fresh: boolean)
+  : Promise<{ form: CachedForm } | { refusal: SubmissionRefusal }> {
+  const form = await app.formCache.get(formId, fresh);
+  if (!form || (organizationId && form.organizationId !== organizationId)) return { refusal: { kind: 'not_found' } };
+  if (form.status !== 'published') return { refusal: { kind: 'not_published' } };
+  return { form };
+}
+
 /**
  * The one submission flow for the API and the public runtime, in CONTRACT §11's order:
  * 404 → not published → invalid data → missing required → field validation → payment → quota → claim.
@@ -116,9 +204,8 @@ async function checkPayment(app: AppContext, form: CachedForm, values: Record<st
  * (never an answer this request would not have given), and anything but a 201 frees the key again.
  */
 export async function createSubmission(app: AppContext, request: SubmissionRequest): Promise<SubmissionResult> {
-  if (!request.idempotencyKey || !request.organizationId) return storeSubmission(app, request, null);
-  const organizationId = request.organizationId;
-  const key = request.idempotencyKey;
+  if (!request.idempotencyKey || !request.organizationId) return decideAndStore(app, request, null);
+  const { organizationId, idempotencyKey: key } = request;
   const requestHash = requestFingerprint(request.formId, request.requestBody);
   const em = app.orm.em.fork();
   const claim = await claimIdempotencyKey(em, organizationId, key, requestHash);
@@ -126,7 +213,7 @@ export async function createSubmission(app: AppContext, request: SubmissionReque
   if (claim.kind === 'in_progress') return refuse({ kind: 'idempotency_key_in_use' });
   let result: SubmissionResult | null = null;
   try {
-    result = await storeSubmission(app, request, { key, claimToken: claim.token });
+    result = await decideAndStore(app, request, { key, requestHash, claimToken: claim.token });
     return result;
   } finally {
     if (!result?.ok) {
@@ -136,52 +223,19 @@ export async function createSubmission(app: AppContext, request: SubmissionReque
   }
 }
 
-async function storeSubmission(
-  app: AppContext, request: SubmissionRequest, idem: { key: string; claimToken: string } | null,
-): Promise<SubmissionResult> {
+async function decideAndStore(app: AppContext, request: SubmissionRequest, idem: IdempotencyClaim): Promise<SubmissionResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const form = await app.formCache.get(request.formId, attempt > 0);
-    if (!form || (request.organizationId && form.organizationId !== request.organizationId)) return refuse({ kind: 'not_found' });
-    if (form.status !== 'published') return refuse({ kind: 'not_published' });
-    if (!isPlainObject(request.data)) return refuse({ kind: 'invalid_data' });
-
-    const check = validateSubmission(form.structure, request.data);
-    if (check.missingRequired.length) return refuse({ kind: 'missing_required', fields: check.missingRequired });
-    const fieldErrors = [...check.errors, ...(request.metadataErrors ?? [])];
-    if (fieldErrors.length) return refuse({ kind: 'invalid_fields', errors: fieldErrors });
-
-    const payment = await checkPayment(app, form, check.values);
-    if (payment.refusal) return refuse(payment.refusal);
-
-    const createdAt = new Date();
-    const submission: CreatedSubmission = { id: newId('sub'), formId: form.id, createdAt: createdAt.toISOString() };
-    const outcome = await insertSubmission(app.orm, {
-      id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
-      month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
-      submitterEmail: request.submitterEmail, submitterName: request.submitterName, source: request.source,
-      createdAt, paymentIntentId: payment.intentId,
-      idempotency: idem ? { ...idem, responseBody: { submission } } : null,
-    });
-    switch (outcome.kind) {
-      case 'created':
-        metrics.submissions.inc({ source: request.source });
-        enqueueFanout(app, submission.id, outcome.outboxId);
-        return { ok: true, submission, replayed: false };
-      case 'quota_exceeded':
-        metrics.quotaRejections.inc();
-        return refuse({ kind: 'quota_exceeded' });
-      case 'payment_used':
-        return refuse({ kind: 'payment_used' });
-      case 'idempotency_lost':
-        return refuse({ kind: 'idempotency_key_in_use' });
-      case 'form_changed':
-        continue; // the cached form is stale: reload it and decide again
-    }
+    const found = await submittableForm(app, request.organizationId, request.formId, attempt > 0);
+    if ('refusal' in found) return refuse(found.refusal);
+    const check = await checkSubmission(app, found.form, request, idem);
+    if (!check.ok) return refuse(check.refusal);
+    const result = await storeCheckedSubmission(app, check.checked);
+    if (result !== DECIDE_AGAIN) return result;
   }
   throw new Error('form kept changing while the submission was being stored');
 }
 
-function replay(stored: { requestHash: string; body: unknown }, requestHash: string): SubmissionResult {
+export function replay(stored: { requestHash: string; body: unknown }, requestHash: string): SubmissionResult {
   if (stored.requestHash !== requestHash) return refuse({ kind: 'idempotency_key_reused' });
   return { ok: true, submission: (stored.body as { submission: CreatedSubmission }).submission, replayed: true };
 }
