@@ -118,11 +118,17 @@ function expectWhole(t: Tally): void {
   expect(t.slowestMs).to.be.below(REQUEST_BOUND_MS);
 }
 
+/** Every owed event reached the receiver, and its delivery row says so (a sender that died before recording it does not count). */
 async function waitForDelivered(orm: Orm, ledger: Ledger, accepted: Delivery[], timeoutMs: number): Promise<void> {
   const owed = new Set([...ledger.acknowledged.values()].map((id) => `evt_${id.slice(4)}`));
   await waitUntil(`${owed.size} deliveries`, async () => {
     const got = new Set(accepted.map(eventOf).filter((e) => owed.has(e)));
-    return got.size === owed.size;
+    if (got.size !== owed.size) return false;
+    const [row] = await orm.em.fork().execute(
+      `select count(*)::int as n from webhook_deliveries where status = 'succeeded' and event_id = any(string_to_array(?, ','))`,
+      [[...owed].join(',')],
+    );
+    return row.n === owed.size;
   }, timeoutMs, 100).catch(async (err) => {
     const rows = await orm.em.fork().execute(`select status, attempts, next_attempt_at from webhook_deliveries order by created_at desc limit 5`);
     throw new Error(`${err.message}; latest deliveries: ${JSON.stringify(rows)}`);
