@@ -8,6 +8,7 @@ import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
 import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
+import { Migration20261123000500_partitions } from './migrations/Migration20261123000500_partitions';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -16,6 +17,7 @@ const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
   { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },
+  { name: 'Migration20261123000500_partitions', class: Migration20261123000500_partitions },
 ];
 
 export interface OrmOptions {
