@@ -36,6 +36,8 @@ export interface Config {
   workerConcurrency: number;
   queuePrefix: string;
   dbPoolMax: number;
+  /** Whole months of submissions kept before the current one; null: kept forever. */
+  submissionRetentionMonths: number | null;
   /** false for PgBouncer in transaction mode and other poolers without prepared-statement support. */
   dbPreparedStatements: boolean;
   workerLockMs: number;
@@ -103,6 +105,7 @@ const schema = Joi.object({
   METRICS_PORT: Joi.number().integer().min(0).max(65535).default(9100),
   WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
   QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
+  SUBMISSION_RETENTION_MONTHS: Joi.number().integer().min(1).max(1200),
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
   DB_PREPARED_STATEMENTS: Joi.boolean().truthy('1').falsy('0').default(true),
   WORKER_LOCK_MS: Joi.number().integer().min(500).max(600_000).default(30_000),
@@ -161,6 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     workerConcurrency: v.WORKER_CONCURRENCY,
     queuePrefix: queuePrefixFor(v.QUEUE_PREFIX, !!v.REDIS_CLUSTER_NODES),
     dbPoolMax: v.DB_POOL_MAX,
+    submissionRetentionMonths: v.SUBMISSION_RETENTION_MONTHS ?? null,
     dbPreparedStatements: v.DB_PREPARED_STATEMENTS,
     workerLockMs: v.WORKER_LOCK_MS,
     trustedProxies: v.TRUSTED_PROXIES ? String(v.TRUSTED_PROXIES).split(',').map((e) => e.trim()).filter(Boolean) : [],

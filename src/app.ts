@@ -5,6 +5,7 @@ import { failFastRedis } from '../config/redis';
 import { ADMIN_DB_TIMEOUTS, ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
 import { INVALIDATION_CHANNEL, KeyStore, publishInvalidation } from './domain/auth/key-store';
 import { FormCache } from './domain/forms/form-cache';
+import { ensureSubmissionPartitions } from './domain/submissions/partitions';
 import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';
 import { Producer } from './queues/producer';
@@ -53,6 +54,7 @@ export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
   const orm = await initOrm(config.databaseUrl, 1, { preparedStatements: config.dbPreparedStatements, timeouts: ADMIN_DB_TIMEOUTS });
   try {
     await migrate(orm);
+    await ensureSubmissionPartitions(orm.em.fork());
   } finally {
     await orm.close();
   }

@@ -9,6 +9,7 @@ import { Migration20261122000000_initial } from './migrations/Migration202611220
 import { Migration20261123000200_durability } from './migrations/Migration20261123000200_durability';
 import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
+import { Migration20261123000500_partitions } from './migrations/Migration20261123000500_partitions';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -18,6 +19,7 @@ const MIGRATIONS = [
   { name: 'Migration20261123000200_durability', class: Migration20261123000200_durability },
   { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
   { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },
+  { name: 'Migration20261123000500_partitions', class: Migration20261123000500_partitions },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import Joi from 'joi';
 import type { AppContext } from '../../app';
 import { seal } from '../../lib/crypto';
-import { newId } from '../../lib/ids';
+import { newTimeOrderedId } from '../../lib/ids';
 import { metrics } from '../../lib/metrics';
 import { jobIds } from '../../queues/catalogue';
 import type { CachedForm } from '../forms/form-cache';
@@ -143,7 +143,7 @@ export async function checkSubmission(app: AppContext, form: CachedForm, input: 
   if (payment.refusal) return { ok: false, refusal: payment.refusal };
 
   const createdAt = new Date();
-  const submission: CreatedSubmission = { id: newId('sub'), formId: form.id, createdAt: createdAt.toISOString() };
+  const submission: CreatedSubmission = { id: newTimeOrderedId('sub', createdAt), formId: form.id, createdAt: createdAt.toISOString() };
   const row: SubmissionRow = {
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
     month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),

@@ -1,0 +1,26 @@
+import { expect } from 'chai';
+import { newId, newTimeOrderedId, timeOfId } from '../../src/lib/ids';
+import { retentionCutoff } from '../../src/domain/submissions/partitions';
+
+describe('ids', () => {
+  it('makes time-ordered ids of the same shape as random ones, sortable by creation time', () => {
+    const start = Date.UTC(2026, 10, 22, 23, 0, 0);
+    const times = [0, 1, 2, 61, 3_844, 999_999, 86_400_000, 31_536_000_000].map((ms) => new Date(start + ms));
+    const ids = times.map((t) => newTimeOrderedId('sub', t));
+    for (const id of ids) expect(id).to.match(/^sub_[0-9A-Za-z]{20}$/).and.have.length(newId('sub').length);
+    expect([...ids].sort()).to.deep.equal(ids);
+    expect(ids.map(timeOfId)).to.deep.equal(times);
+  });
+
+  it('keeps ids made in the same millisecond apart', () => {
+    const at = new Date();
+    const ids = new Set(Array.from({ length: 1000 }, () => newTimeOrderedId('sub', at)));
+    expect(ids.size).to.equal(1000);
+  });
+
+  it('keeps the current month and the retention months before it', () => {
+    expect(retentionCutoff(6, new Date('2026-11-22T10:00:00Z')).toISOString()).to.equal('2026-05-01T00:00:00.000Z');
+    expect(retentionCutoff(1, new Date('2026-01-31T23:59:59Z')).toISOString()).to.equal('2025-12-01T00:00:00.000Z');
+    expect(retentionCutoff(12, new Date('2026-03-01T00:00:00Z')).toISOString()).to.equal('2025-03-01T00:00:00.000Z');
+  });
+});
