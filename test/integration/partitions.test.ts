@@ -1,4 +1,8 @@
 import { expect } from 'chai';
+import { loadConfig } from '../../config';
+import { createAppContext } from '../../src/app';
+import { createLogger } from '../../src/lib/logger';
+import { maintenance } from '../../workers/processors/usage';
 import { ensureDatabase, initOrm, type Orm } from '../../src/db/orm';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions, PARTITION_MONTHS_AHEAD } from '../../src/domain/submissions/partitions';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
@@ -96,5 +100,21 @@ describe('partitioned submissions', function () {
     expect(left).to.equal(kept);
     const [{ n: older }] = await conn.execute('select count(*)::int as n from submissions where created_at < ?', [cutoff.toISOString()]);
     expect(older).to.equal(0);
+  });
+
+  it('is kept by the hourly maintenance: months ahead made, months past SUBMISSION_RETENTION_MONTHS dropped', async () => {
+    const app = await createAppContext(
+      loadConfig({ ...process.env, DATABASE_URL: databaseUrl, SUBMISSION_RETENTION_MONTHS: '3' }), createLogger('silent'));
+    try {
+      const now = new Date();
+      const report = await maintenance(app);
+      expect(report.submissionPartitionsCreated).to.deep.equal([]);
+      expect(report.submissionPartitionsDropped).to.include(monthName(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 4, 1))));
+      const partitions = await partitionsOf(orm);
+      expect(partitions).to.include(monthName(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 3, 1))));
+      expect(partitions).to.not.include(monthName(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 4, 1))));
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import type { AppContext } from '../../src/app';
 import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
+import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
 import type { JobName } from '../../src/queues/catalogue';
 
@@ -36,6 +37,12 @@ export const rollup = async (app: AppContext) => rollupUsage(app.orm.em.fork());
 export const maintenance = async (app: AppContext) => {
   const em = app.orm.em.fork();
   const { retentionDays } = app.config;
-  return { ...(await runMaintenance(em, { retentionDays })), submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays) };
+  const { submissionRetentionMonths } = app.config;
+  return {
+    ...(await runMaintenance(em, { retentionDays })),
+    submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays),
+    submissionPartitionsCreated: await ensureSubmissionPartitions(em),
+    submissionPartitionsDropped: submissionRetentionMonths ? await dropExpiredSubmissionPartitions(em, submissionRetentionMonths) : [],
+  };
 };
 export const sweep = async (app: AppContext) => sweepOwed(app);
