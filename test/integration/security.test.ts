@@ -1,0 +1,134 @@
+import { expect } from 'chai';
+import net from 'node:net';
+import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
+
+/** A JSON text nested `levels` deep, built as text so no recursive serializer is involved. */
+function deepJson(levels: number, leaf = '1'): string {
+  return `${'{"a":'.repeat(levels)}${leaf}${'}'.repeat(levels)}`;
+}
+
+describe('security: hostile input and hostile tenants', () => {
+  let t: TestApp;
+  let tenant: TestTenant;
+  let form: any;
+
+  before(async () => {
+    t = await startTestApp();
+    tenant = await createTenant(t.app);
+    form = await createPublishedForm(t.url, tenant.key, [
+      field('fld_code', 'text', 'Code', { order: 0, validationRules: { pattern: '^(a+)+$' } }),
+      field('fld_email', 'email', 'Email', { order: 1 }),
+    ]);
+  });
+  after(async () => t.close());
+
+  const apiSubmit = (body: unknown, formId = form.id) =>
+    call(t.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body });
+  const publicSubmit = (body: unknown, formId = form.id) => call(t.url, 'POST', `/public/forms/${formId}`, { body });
+
+  describe('patterns run in linear time (item 1)', () => {
+    it('answers a catastrophic-backtracking pattern on the public endpoint within a second', async () => {
+      const started = Date.now();
+      const res = await publicSubmit({ values: { fld_code: `${'a'.repeat(30)}!` } });
+      expect(Date.now() - started).to.be.below(1000);
+      expect(res.status).to.equal(422);
+      expect(res.body.errors.fld_code).to.equal('Does not match the required format');
+      expect((await publicSubmit({ values: { fld_code: 'aaaa' } })).status).to.equal(200);
+    });
+
+    it('refuses at form create and structure replace a pattern that cannot run in linear time', async () => {
+      for (const pattern of ['^(a)\\1$', '^(?=.*\\d).{8,}$', '(?<!x)y']) {
+        const created = await call(t.url, 'POST', '/v1/forms', {
+          key: tenant.key, body: { title: 'F', fields: [field('f', 'text', 'F', { validationRules: { pattern } })] },
+        });
+        expect(created.status, pattern).to.equal(400);
+        expect(created.body.error).to.equal('validation_error');
+        expect(created.body.details.map((d: any) => d.field)).to.include('fields[0].validationRules.pattern');
+
+        const replaced = await call(t.url, 'PUT', `/v1/forms/${form.id}/structure`, {
+          key: tenant.key, body: { pages: [], fields: [field('f', 'text', 'F', { validationRules: { pattern } })] },
+        });
+        expect(replaced.status, pattern).to.equal(400);
+        expect(replaced.body.error).to.equal('validation_error');
+      }
+    });
+  });
+
+  describe('bad strings and deep bodies are refused at parse time (item 3)', () => {
+    const badBodies: [string, string][] = [
+      ['a NUL in submitterName', '{"data":{},"values":{},"submitterName":"a\\u0000"}'],
+      ['a NUL in a value', '{"data":{"fld_email":"a\\u0000@b.co"},"values":{"fld_email":"a\\u0000@b.co"}}'],
+      ['a NUL in a key', '{"data":{"fld\\u0000":"x"},"values":{"fld\\u0000":"x"}}'],
+      ['a lone surrogate in a value', '{"data":{"fld_code":"\\ud800"},"values":{"fld_code":"\\ud800"}}'],
+      ['a lone surrogate in metadata', '{"data":{},"values":{},"submitterEmail":"\\udc00@b.co"}'],
+      ['nesting 65 levels deep', `{"data":{"x":${deepJson(63)}},"values":{"x":${deepJson(63)}}}`],
+      ['nesting 10,000 levels deep', `{"data":${deepJson(10_000)},"values":${deepJson(10_000)}}`],
+    ];
+    for (const [label, body] of badBodies) {
+      it(`answers ${label} with 400 on both submission surfaces`, async () => {
+        const api = await apiSubmit(body);
+        expect(api.status, api.text).to.equal(400);
+        expect(api.body.error).to.equal('invalid_json');
+        const pub = await publicSubmit(body);
+        expect(pub.status, pub.text).to.equal(400);
+        expect(pub.body).to.deep.include({ success: false, error: 'invalid_json' });
+      });
+    }
+
+    it('refuses a NUL in form definitions and webhook bodies too', async () => {
+      const created = await call(t.url, 'POST', '/v1/forms', { key: tenant.key, body: '{"title":"a\\u0000"}' });
+      expect(created.status).to.equal(400);
+      expect(created.body.error).to.equal('invalid_json');
+      const hook = await call(t.url, 'POST', '/v1/webhooks', {
+        key: tenant.key, body: '{"name":"\\ud83d","url":"https://example.com/h","events":["submission.created"]}',
+      });
+      expect(hook.status).to.equal(400);
+      expect(hook.body.error).to.equal('invalid_json');
+    });
+
+    it('accepts 64 levels of nesting (the limit) as JSON', async () => {
+      const res = await apiSubmit(`{"data":{"fld_code":"aa"},"x":${deepJson(62)}}`);
+      expect(res.status, res.text).to.not.equal(500);
+      expect(res.body.error).to.not.equal('invalid_json');
+    });
+  });
+
+  describe('webhook targets: special ranges and no network oracle (item 8)', () => {
+    let strict: TestApp;
+    let strictKey: string;
+    before(async () => {
+      strict = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
+      strictKey = (await createTenant(strict.app)).key;
+    });
+    after(async () => strict.close());
+
+    const targets = [
+      'https://[64:ff9b::a9fe:a9fe]/h', 'https://[64:ff9b::10.0.0.1]/h', 'https://[2002:a00:1::1]/h',
+      'https://198.18.0.1/h', 'https://192.0.0.170/h', 'https://203.0.113.5/h', 'https://[2001:db8::1]/h',
+      'https://[100::1]/h', 'https://localhost/h', 'https://10.1.2.3/h', 'https://no-such-host.invalid/h',
+    ];
+    for (const url of targets) {
+      it(`refuses ${url} with one generic message that names no address`, async () => {
+        const res = await call(strict.url, 'POST', '/v1/webhooks', { key: strictKey, body: { name: 'x', url, events: ['submission.created'] } });
+        expect(res.status).to.equal(400);
+        expect(res.body.details).to.deep.equal([{ field: 'url', message: 'url must name a host that resolves to publicly reachable addresses only' }]);
+        expect(res.text).to.not.match(/127\.0\.0\.1|10\.0\.0\.1|169\.254|::1|ECONN|ENOTFOUND/);
+      });
+    }
+
+    it('reports a failed test send without the connect error or the address', async () => {
+      const closed = net.createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const { port } = closed.address() as net.AddressInfo;
+      await new Promise<void>((resolve) => closed.close(() => resolve()));
+      const created = await call(t.url, 'POST', '/v1/webhooks', {
+        key: tenant.key, body: { name: 'x', url: `http://127.0.0.1:${port}/h`, events: ['submission.created'] },
+      });
+      expect(created.status).to.equal(201);
+      const res = await call(t.url, 'POST', `/v1/webhooks/${created.body.webhook.id}/test`, { key: tenant.key });
+      expect(res.status).to.equal(200);
+      expect(res.body.error).to.equal('connection failed');
+      expect(res.text).to.not.match(/ECONNREFUSED|127\.0\.0\.1:/);
+    });
+  });
+});
