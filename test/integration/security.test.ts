@@ -1,5 +1,8 @@
 import { expect } from 'chai';
 import net from 'node:net';
+import { startOpsServer } from '../../workers/ops-server';
+import { hashApiKey } from '../../src/domain/auth/api-keys';
+import { KeyStore } from '../../src/domain/auth/key-store';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 /** A JSON text nested `levels` deep, built as text so no recursive serializer is involved. */
@@ -129,6 +132,48 @@ describe('security: hostile input and hostile tenants', () => {
       expect(res.status).to.equal(200);
       expect(res.body.error).to.equal('connection failed');
       expect(res.text).to.not.match(/ECONNREFUSED|127\.0\.0\.1:/);
+    });
+  });
+
+  describe('leaky edges (item 10)', () => {
+    const METRICS_TOKEN = 'metrics-token-0123456789abcdef';
+    let guarded: TestApp;
+    before(async () => {
+      guarded = await startTestApp({ METRICS_TOKEN });
+    });
+    after(async () => guarded.close());
+
+    it('answers /metrics on the API port 401 without the metrics token', async () => {
+      expect((await call(guarded.url, 'GET', '/metrics')).status).to.equal(401);
+      expect((await call(guarded.url, 'GET', '/metrics', { headers: { Authorization: 'Bearer wrong-token-0123456789' } })).status).to.equal(401);
+      const ok = await call(guarded.url, 'GET', '/metrics', { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+      expect(ok.status).to.equal(200);
+      expect(ok.text).to.include('# TYPE');
+      expect((await call(t.url, 'GET', '/metrics')).status, 'no token configured: open').to.equal(200);
+    });
+
+    it('answers /metrics on a worker ops port 401 without the metrics token', async () => {
+      const ops = await startOpsServer(guarded.app, 0, '127.0.0.1');
+      try {
+        const base = `http://127.0.0.1:${ops.port}`;
+        expect((await call(base, 'GET', '/metrics')).status).to.equal(401);
+        expect((await call(base, 'GET', '/metrics', { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } })).status).to.equal(200);
+        expect((await call(base, 'GET', '/healthz')).status).to.equal(200);
+      } finally {
+        await ops.close();
+      }
+    });
+
+    it("keeps cached API keys when a form changes (a form invalidation is not the key store's)", async () => {
+      const store = new KeyStore(t.app.orm);
+      const owner = await createTenant(t.app);
+      expect(await store.authenticate(owner.key)).to.not.equal(null);
+      // Revoked behind the cache's back: only a dropped cache entry would notice.
+      await t.app.orm.em.getConnection().execute('update api_keys set revoked_at = now() where key_hash = ?', [hashApiKey(owner.key)]);
+      store.handleInvalidation(`form:${form.id}`);
+      expect(await store.authenticate(owner.key), 'kept after a form change').to.not.equal(null);
+      store.handleInvalidation('all');
+      expect(await store.authenticate(owner.key), 'dropped on "all"').to.equal(null);
     });
   });
 });

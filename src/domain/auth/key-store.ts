@@ -39,11 +39,12 @@ export class KeyStore {
     return record;
   }
 
+  /** Handles an invalidation announced by any process (`key:<id>`, `org:<id>`, `all`); other kinds, forms included, are not ours. */
   handleInvalidation(message: string): void {
     const [kind, id] = message.split(':');
     if (kind === 'key') this.byHash.deleteWhere((k) => k?.id === id);
     else if (kind === 'org') this.byHash.deleteWhere((k) => k?.organizationId === id);
-    else this.byHash.clear();
+    else if (message === 'all') this.byHash.clear();
   }
 
   private async load(hash: string): Promise<AuthenticatedKey | null> {
