@@ -40,3 +40,17 @@ export function resolveClientIp(trusted: BlockList, peerAddress: string | undefi
   while (hops.length && isTrusted(trusted, client)) client = hops.pop()!;
   return client;
 }
+
+/**
+ * The key a client is rate limited under: its IPv4 address, or the /64 of its IPv6 address (one
+ * subscriber usually holds a whole /64, so single addresses would give it billions of budgets).
+ */
+export function rateLimitClientKey(ip: string): string {
+  const address = normalize(ip);
+  if (isIP(address) !== 6) return address;
+  const [head, tail = ''] = address.split('%')[0].split('::');
+  const headGroups = head ? head.split(':') : [];
+  const tailGroups = tail ? tail.split(':') : [];
+  const groups = [...headGroups, ...new Array<string>(Math.max(0, 8 - headGroups.length - tailGroups.length)).fill('0'), ...tailGroups];
+  return `${groups.slice(0, 4).map((group) => parseInt(group, 16).toString(16)).join(':')}::/64`;
+}

@@ -3,6 +3,7 @@ import net from 'node:net';
 import { startOpsServer } from '../../workers/ops-server';
 import { hashApiKey } from '../../src/domain/auth/api-keys';
 import { KeyStore } from '../../src/domain/auth/key-store';
+import { FormCache } from '../../src/domain/forms/form-cache';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 /** A JSON text nested `levels` deep, built as text so no recursive serializer is involved. */
@@ -174,6 +175,78 @@ describe('security: hostile input and hostile tenants', () => {
       expect(await store.authenticate(owner.key), 'kept after a form change').to.not.equal(null);
       store.handleInvalidation('all');
       expect(await store.authenticate(owner.key), 'dropped on "all"').to.equal(null);
+    });
+  });
+
+  describe('public abuse limits (item 7)', () => {
+    const MISSES = 5;
+    const PER_FORM = 4;
+    let limited: TestApp;
+    let published: any;
+    before(async () => {
+      limited = await startTestApp({
+        PUBLIC_RATE_LIMIT_MISSES: String(MISSES), PUBLIC_RATE_LIMIT_GET: String(PER_FORM), TRUSTED_PROXIES: '127.0.0.1,::1',
+      });
+      const owner = await createTenant(limited.app);
+      published = await createPublishedForm(limited.url, owner.key, [field('fld_a', 'text', 'A')]);
+    });
+    after(async () => limited.close());
+
+    let n = 0;
+    const randomId = () => `form_guess${Date.now().toString(36)}${n++}`;
+    const from = (client: string) => ({ headers: { 'X-Forwarded-For': client } });
+
+    it('limits a client naming missing forms across random ids, on every public path, and still serves it published forms', async () => {
+      const client = '203.0.113.10';
+      const paths = [
+        () => call(limited.url, 'GET', `/public/forms/${randomId()}`, from(client)),
+        () => call(limited.url, 'POST', `/public/forms/${randomId()}`, { body: { values: {} }, ...from(client) }),
+        () => call(limited.url, 'POST', `/public/forms/${randomId()}/events`, { body: { token: 'x', type: 'view' }, ...from(client) }),
+        () => call(limited.url, 'GET', `/f/${randomId()}`, from(client)),
+        () => call(limited.url, 'GET', '/public/forms/not-a-form-id', from(client)),
+      ];
+      for (const request of paths) expect((await request()).status).to.equal(404);
+      for (const request of paths) {
+        const refused = await request();
+        expect(refused.status).to.equal(429);
+        expect(refused.headers.get('retry-after')).to.match(/^\d+$/);
+        expect(refused.headers.get('x-ratelimit-remaining')).to.equal('0');
+      }
+      const served = await call(limited.url, 'GET', `/public/forms/${published.id}`, from(client));
+      expect(served.status).to.equal(200);
+      expect((await call(limited.url, 'GET', `/public/forms/${randomId()}`, from('203.0.113.11'))).status, 'another client').to.equal(404);
+    });
+
+    it('keys IPv6 clients by their /64', async () => {
+      for (let i = 1; i <= MISSES; i++) {
+        expect((await call(limited.url, 'GET', `/public/forms/${randomId()}`, from(`2001:db8:aa:bb::${i.toString(16)}`))).status).to.equal(404);
+      }
+      expect((await call(limited.url, 'GET', `/public/forms/${randomId()}`, from('2001:db8:aa:bb:ffff:1:2:3'))).status, 'same /64').to.equal(429);
+      expect((await call(limited.url, 'GET', `/public/forms/${randomId()}`, from('2001:db8:aa:bc::1'))).status, 'next /64').to.equal(404);
+    });
+
+    it('limits the hosted page per client and form', async () => {
+      const client = '198.51.100.20';
+      for (let i = 0; i < PER_FORM; i++) expect((await call(limited.url, 'GET', `/f/${published.id}`, from(client))).status).to.equal(200);
+      const refused = await call(limited.url, 'GET', `/f/${published.id}`, from(client));
+      expect(refused.status).to.equal(429);
+      expect(refused.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(refused.headers.get('content-type')).to.include('text/html');
+    });
+
+    it('keeps misses out of the form cache and unknown API keys out of the key cache', async () => {
+      const forms = new FormCache(limited.app.orm);
+      expect(await forms.get(published.id)).to.not.equal(null);
+      const guessed = randomId();
+      expect(await forms.get(guessed)).to.equal(null);
+      const formEntries = (forms as any).cache.entries as Map<string, unknown>;
+      expect([...formEntries.keys()]).to.deep.equal([published.id]);
+
+      const keys = new KeyStore(limited.app.orm);
+      const guessedKey = `fs_live_${'x'.repeat(40)}`;
+      expect(await keys.authenticate(guessedKey)).to.equal(null);
+      const keyEntries = (keys as any).byHash.entries as Map<string, unknown>;
+      expect(keyEntries.has(hashApiKey(guessedKey))).to.equal(false);
     });
   });
 });
