@@ -5,12 +5,14 @@ import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
+import { Migration20261123000100_security } from './migrations/Migration20261123000100_security';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
 
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+  { name: 'Migration20261123000100_security', class: Migration20261123000100_security },
 ];
 
 export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {

@@ -4,6 +4,12 @@ import { startOpsServer } from '../../workers/ops-server';
 import { hashApiKey } from '../../src/domain/auth/api-keys';
 import { KeyStore } from '../../src/domain/auth/key-store';
 import { FormCache } from '../../src/domain/forms/form-cache';
+import { attemptCrmSync } from '../../src/domain/crm/crm-sync';
+import { fanOutSubmission } from '../../src/domain/submissions/fanout';
+import { reencryptSecrets } from '../../src/domain/secrets/reencrypt';
+import { seal, unseal } from '../../src/lib/crypto';
+import { startFakeHubspot, type FakeHubspot } from '../support/fakes/hubspot';
+import { randomBytes } from 'node:crypto';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 /** A JSON text nested `levels` deep, built as text so no recursive serializer is involved. */
@@ -247,6 +253,150 @@ describe('security: hostile input and hostile tenants', () => {
       expect(await keys.authenticate(guessedKey)).to.equal(null);
       const keyEntries = (keys as any).byHash.entries as Map<string, unknown>;
       expect(keyEntries.has(hashApiKey(guessedKey))).to.equal(false);
+    });
+  });
+
+  describe('sensitive names never leak through submitterName (item 4)', () => {
+    let sensitiveForm: any;
+    before(async () => {
+      sensitiveForm = await createPublishedForm(t.url, tenant.key, [
+        field('fld_patient', 'name', 'Patient', { order: 0, config: { sensitive: true, format: 'full' } }),
+        field('fld_note', 'text', 'Note', { order: 1 }),
+      ]);
+    });
+    const read = async (id: string) => (await call(t.url, 'GET', `/v1/submissions/${id}`, { key: tenant.key })).body.submission;
+
+    it('tells the hosted page which name fields are sensitive', async () => {
+      const res = await call(t.url, 'GET', `/public/forms/${sensitiveForm.id}`);
+      expect(res.body.fields.find((f: any) => f.id === 'fld_patient').config).to.deep.include({ sensitive: true });
+    });
+
+    it('drops a submitterName repeating a sensitive name, on the public and the authenticated surface', async () => {
+      const patient = { format: 'full', fullName: 'Grace Hopper' };
+      const pub = await publicSubmit({ values: { fld_patient: patient }, submitterName: 'Grace Hopper' }, sensitiveForm.id);
+      expect(pub.status).to.equal(200);
+      const viaPublic = await read(pub.body.submissionId);
+      expect(viaPublic.submitterName).to.equal(null);
+      expect(viaPublic.rawData.fld_patient).to.equal('Redacted');
+
+      const api = await apiSubmit({ data: { fld_patient: patient }, submitterName: 'grace hopper' }, sensitiveForm.id);
+      expect(api.status).to.equal(201);
+      expect((await read(api.body.submission.id)).submitterName).to.equal(null);
+
+      const unrelated = await apiSubmit({ data: { fld_patient: patient }, submitterName: 'Front desk' }, sensitiveForm.id);
+      expect((await read(unrelated.body.submission.id)).submitterName).to.equal('Front desk');
+      const [row] = await t.app.orm.em.getConnection().execute('select submitter_name, data::text as data from submissions where id = ?', [api.body.submission.id]);
+      expect(row.submitter_name).to.equal(null);
+      expect(row.data).to.not.include('Grace');
+    });
+  });
+
+  describe('sealed values cannot be spoofed (item 5)', () => {
+    let sealedForm: any;
+    before(async () => {
+      sealedForm = await createPublishedForm(t.url, tenant.key, [
+        field('fld_secret', 'name', 'Secret', { order: 0, config: { sensitive: true } }),
+        field('fld_text', 'text', 'Text', { order: 1 }),
+      ]);
+    });
+
+    it('reads back a text answer shaped like a sealed value as the text it is', async () => {
+      const res = await publicSubmit({ values: { fld_text: 'enc:v1:AAAA' } }, sealedForm.id);
+      expect(res.status).to.equal(200);
+      const read = await call(t.url, 'GET', `/v1/submissions/${res.body.submissionId}`, { key: tenant.key });
+      expect(read.body.submission.rawData.fld_text).to.equal('enc:v1:AAAA');
+    });
+
+    it('refuses a value shaped like the stored sealed form, whatever the field', async () => {
+      const spoof = { $sealed: seal('"x"', randomBytes(32)) };
+      for (const values of [{ fld_secret: spoof }, { fld_text: spoof }]) {
+        const res = await publicSubmit({ values }, sealedForm.id);
+        expect(res.status, JSON.stringify(values)).to.equal(422);
+      }
+    });
+
+    it('re-encryption skips and reports what no key opens, and re-seals everything else', async () => {
+      const oldKey = t.app.encryptionKey;
+      const good = await apiSubmit({ data: { fld_secret: { format: 'full', fullName: 'Kept Secret' }, fld_text: 'enc:v1:AAAA' } }, sealedForm.id);
+      expect(good.status).to.equal(201);
+      const conn = t.app.orm.em.getConnection();
+      const lost = await apiSubmit({ data: { fld_text: 'plain' } }, sealedForm.id);
+      await conn.execute(`update submissions set data = jsonb_set(data, '{fld_secret}', ?::jsonb) where id = ?`,
+        [JSON.stringify({ $sealed: seal('"lost"', randomBytes(32)) }), lost.body.submission.id]);
+
+      const newKey = randomBytes(32);
+      const counts = await reencryptSecrets(t.app.orm.em.fork(), { current: newKey, all: [newKey, oldKey] });
+      expect(counts.unopenable).to.deep.include({ table: 'submissions', id: lost.body.submission.id });
+      expect(counts.unopenable.map((u) => u.id)).to.not.include(good.body.submission.id);
+      const [row] = await conn.execute('select data from submissions where id = ?', [good.body.submission.id]);
+      expect(JSON.parse(unseal(row.data.fld_secret.$sealed, newKey))).to.deep.equal({ format: 'full', fullName: 'Kept Secret' });
+      expect(row.data.fld_text).to.equal('enc:v1:AAAA');
+      // Put the rows back under the app's key for the tests that follow.
+      await reencryptSecrets(t.app.orm.em.fork(), { current: oldKey, all: [oldKey, newKey] });
+    });
+  });
+
+  describe('CRM tokens are matched by integration id (item 6)', () => {
+    let hubspot: FakeHubspot;
+    let crm: TestApp;
+    let owner: TestTenant;
+    before(async () => {
+      hubspot = await startFakeHubspot();
+      crm = await startTestApp({ HUBSPOT_API_BASE: hubspot.url });
+      owner = await createTenant(crm.app);
+    });
+    after(async () => {
+      await crm.close();
+      await hubspot.close();
+    });
+
+    const integration = (token: string) => ({ type: 'hubspot', accessToken: token, fieldMap: { fld_email: 'email' } });
+    const noPauses = { remainingMs: async () => 0, pause: async () => {} };
+
+    it('keeps each token with its own integration when the first one is removed, and syncs by id', async () => {
+      const crmForm = await createPublishedForm(crm.url, owner.key, [field('fld_email', 'email', 'Email')], {
+        settings: { integrations: [integration('pat-portal-a'), integration('pat-portal-b')] },
+      });
+      const [first, second] = crmForm.settings.integrations;
+      expect(first.id).to.match(/^int_[A-Za-z0-9]+$/);
+      expect(second.id).to.match(/^int_[A-Za-z0-9]+$/);
+      expect(first.id).to.not.equal(second.id);
+
+      const submitted = await call(crm.url, 'POST', `/v1/forms/${crmForm.id}/submissions`, { key: owner.key, body: { data: { fld_email: 'a@example.com' } } });
+      expect(submitted.status).to.equal(201);
+      const conn = crm.app.orm.em.getConnection();
+      const [outbox] = await conn.execute(`select id from outbox where payload->>'submissionId' = ?`, [submitted.body.submission.id]);
+      await fanOutSubmission(crm.app.orm.em.fork(), { submissionId: submitted.body.submission.id, outboxId: String(outbox.id) });
+      const syncs = await conn.execute('select id, integration_id from crm_syncs where submission_id = ? order by integration_index', [submitted.body.submission.id]);
+      expect(syncs.map((s: any) => s.integration_id)).to.deep.equal([first.id, second.id]);
+
+      // The first integration is removed; the second is sent back as reads show it.
+      const replaced = await call(crm.url, 'PUT', `/v1/forms/${crmForm.id}/structure`, {
+        key: owner.key, body: { pages: [], fields: [field('fld_email', 'email', 'Email')], settings: { integrations: [second] } },
+      });
+      expect(replaced.status, replaced.text).to.equal(200);
+      const [stored] = await conn.execute('select settings from forms where id = ?', [crmForm.id]);
+      expect(stored.settings.integrations).to.have.length(1);
+      expect(stored.settings.integrations[0].id).to.equal(second.id);
+      expect(unseal(stored.settings.integrations[0].accessToken, crm.app.decryptionKeys)).to.equal('pat-portal-b');
+
+      const removed = await attemptCrmSync(crm.app, syncs[0].id, { number: 1, max: 3 }, noPauses);
+      expect(removed).to.deep.equal({ kind: 'unsyncable', reason: 'Integration was removed or disabled' });
+      const kept = await attemptCrmSync(crm.app, syncs[1].id, { number: 1, max: 3 }, noPauses);
+      expect(kept.kind).to.equal('attempted');
+      expect(hubspot.requests.map((r) => r.authorization)).to.deep.equal(['Bearer pat-portal-b']);
+    });
+
+    it('refuses `***` for an integration whose id names no stored one', async () => {
+      const crmForm = await createPublishedForm(crm.url, owner.key, [], { settings: { integrations: [integration('pat-portal-c')] } });
+      for (const sent of [{ ...integration('***') }, { ...integration('***'), id: 'int_doesNotExist1' }]) {
+        const res = await call(crm.url, 'PUT', `/v1/forms/${crmForm.id}/structure`, {
+          key: owner.key, body: { pages: [], fields: [], settings: { integrations: [sent] } },
+        });
+        expect(res.status).to.equal(400);
+        expect(res.body.error).to.equal('validation_error');
+        expect(res.body.details[0].field).to.equal('settings.integrations[0].accessToken');
+      }
     });
   });
 });

@@ -26,7 +26,7 @@ export type CrmRun =
 interface SyncRow {
   id: string;
   status: string;
-  integration_index: number;
+  integration_id: string | null;
   data: Record<string, unknown> | null;
   submitter_email: string | null;
   settings: Record<string, any> | null;
@@ -66,14 +66,15 @@ function rowStatus(decision: CrmDecision): string {
 
 /**
  * One HubSpot contact upsert for one crm_syncs row. The integration is read from the form's current
- * settings at its recorded position; a paused connection is reported without calling HubSpot.
+ * settings by its stable id (never by position: a removed integration must not hand its syncs to
+ * the one that moved into its place); a paused connection is reported without calling HubSpot.
  */
 export async function attemptCrmSync(
   app: AppContext, syncId: string, attempt: { number: number; max: number }, pauses: ConnectionPauses,
 ): Promise<CrmRun> {
   const em = app.orm.em.fork();
   const [row] = await em.execute<SyncRow[]>(
-    `select c.id, c.status, c.integration_index, s.data, s.submitter_email, f.settings
+    `select c.id, c.status, c.integration_id, s.data, s.submitter_email, f.settings
        from crm_syncs c left join submissions s on s.id = c.submission_id left join forms f on f.id = c.form_id
       where c.id = ?`,
     [syncId],
@@ -81,7 +82,7 @@ export async function attemptCrmSync(
   if (!row) return { kind: 'skipped', reason: 'missing' };
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
   if (!row.data) return markUnsyncable(em, syncId, 'Submission was deleted');
-  const integration = activeIntegrations(row.settings).find((i) => i.index === row.integration_index)?.integration;
+  const integration = activeIntegrations(row.settings).find((i) => i.integration.id === row.integration_id)?.integration;
   if (!integration) return markUnsyncable(em, syncId, 'Integration was removed or disabled');
   const contact = buildContactUpsert(integration.fieldMap, row.data, row.submitter_email);
   if (!contact) return markUnsyncable(em, syncId, 'No email address to match a contact');

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import Joi from 'joi';
 import type { AppContext } from '../../app';
-import { seal } from '../../lib/crypto';
 import { newId } from '../../lib/ids';
 import { metrics } from '../../lib/metrics';
 import { jobIds } from '../../queues/catalogue';
@@ -10,6 +9,8 @@ import type { Field } from '../forms/types';
 import { quotaMonth } from '../quotas/quota';
 import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
+import { sealValue } from './sealed-values';
+import { submitterDetailsToStore } from './submitter';
 import { findIdempotencyRecord, insertSubmission } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
@@ -80,11 +81,11 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Sensitive name values are sealed before they are stored; reads show `Redacted`. */
+/** Sensitive values are sealed before they are stored; reads show `Redacted`. */
 function sealSensitive(form: CachedForm, values: Record<string, unknown>, key: Buffer): Record<string, unknown> {
   const out = { ...values };
   for (const field of form.structure.fields) {
-    if (field.config?.sensitive === true && field.id in out) out[field.id] = seal(JSON.stringify(out[field.id]), key);
+    if (field.config?.sensitive === true && field.id in out) out[field.id] = sealValue(out[field.id], key);
   }
   return out;
 }
@@ -134,12 +135,13 @@ export async function createSubmission(app: AppContext, request: SubmissionReque
     const payment = await checkPayment(app, form, check.values);
     if (payment.refusal) return refuse(payment.refusal);
 
+    const submitter = submitterDetailsToStore(form.structure.fields, check.values, request);
     const createdAt = new Date();
     const submission: CreatedSubmission = { id: newId('sub'), formId: form.id, createdAt: createdAt.toISOString() };
     const outcome = await insertSubmission(app.orm, {
       id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
       month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
-      submitterEmail: request.submitterEmail, submitterName: request.submitterName, source: request.source,
+      submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: request.source,
       createdAt, paymentIntentId: payment.intentId,
       idempotency: idem ? { ...idem, responseBody: { submission } } : null,
     });
