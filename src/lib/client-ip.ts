@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import { ipv6Groups } from './net-policy';
 
 function normalize(address: string): string {
   const trimmed = address.trim();
@@ -46,11 +47,7 @@ export function resolveClientIp(trusted: BlockList, peerAddress: string | undefi
  * subscriber usually holds a whole /64, so single addresses would give it billions of budgets).
  */
 export function rateLimitClientKey(ip: string): string {
-  const address = normalize(ip);
+  const address = normalize(ip).split('%')[0];
   if (isIP(address) !== 6) return address;
-  const [head, tail = ''] = address.split('%')[0].split('::');
-  const headGroups = head ? head.split(':') : [];
-  const tailGroups = tail ? tail.split(':') : [];
-  const groups = [...headGroups, ...new Array<string>(Math.max(0, 8 - headGroups.length - tailGroups.length)).fill('0'), ...tailGroups];
-  return `${groups.slice(0, 4).map((group) => parseInt(group, 16).toString(16)).join(':')}::/64`;
+  return `${ipv6Groups(address).slice(0, 4).map((group) => group.toString(16)).join(':')}::/64`;
 }

@@ -70,7 +70,7 @@ const GLOBAL_UNICAST_V6 = buildBlockList({ ipv4: [], ipv6: [['2000::', 3]] });
  * Expands a valid IPv6 address (no zone id) into its eight 16-bit groups,
  * including the dotted-quad tail form (`::ffff:1.2.3.4`).
  */
-function ipv6Groups(address: string): number[] {
+export function ipv6Groups(address: string): number[] {
   const lastColon = address.lastIndexOf(':');
   const last = address.slice(lastColon + 1);
   let text = address;

@@ -242,11 +242,13 @@ describe('security: hostile input and hostile tenants', () => {
 
     it('keeps misses out of the form cache and unknown API keys out of the key cache', async () => {
       const forms = new FormCache(limited.app.orm);
+      const owner = await createTenant(limited.app);
+      const draft = (await call(limited.url, 'POST', '/v1/forms', { key: owner.key, body: { title: 'Draft' } })).body.form;
       expect(await forms.get(published.id)).to.not.equal(null);
-      const guessed = randomId();
-      expect(await forms.get(guessed)).to.equal(null);
-      const formEntries = (forms as any).cache.entries as Map<string, unknown>;
-      expect([...formEntries.keys()]).to.deep.equal([published.id]);
+      expect(await forms.get(randomId())).to.equal(null);
+      expect((await forms.get(draft.id))?.status).to.equal('draft');
+      const liveEntries = (forms as any).published.entries as Map<string, unknown>;
+      expect([...liveEntries.keys()]).to.deep.equal([published.id]);
 
       const keys = new KeyStore(limited.app.orm);
       const guessedKey = `fs_live_${'x'.repeat(40)}`;

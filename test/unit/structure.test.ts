@@ -72,6 +72,7 @@ describe('normalizeStructure', () => {
     ['invalid pattern', [], [text({ validationRules: { pattern: '([' } })], 'fields[0].validationRules.pattern'],
     ['pattern with a backreference (not linear time)', [], [text({ validationRules: { pattern: '^(a)\\1$' } })], 'fields[0].validationRules.pattern'],
     ['pattern with lookahead (not linear time)', [], [text({ validationRules: { pattern: '^(?=.*\\d).+$' } })], 'fields[0].validationRules.pattern'],
+    ['pattern whose program is too large', [], [text({ validationRules: { pattern: '[a-z]{1000}[0-9]{1000}'.repeat(3) } })], 'fields[0].validationRules.pattern'],
     ['pattern with lookbehind (not linear time)', [], [text({ validationRules: { pattern: '(?<!x)y' } })], 'fields[0].validationRules.pattern'],
     ['rule value that is an object', [], [text({ id: 'a' }), text({ conditionalLogic: { show: true, logic: 'all', rules: [{ fieldId: 'a', operator: 'equals', value: { deep: 1 } }] } })], 'fields[1].conditionalLogic.rules[0].value'],
     ['rule value longer than 1000 characters', [], [text({ id: 'a' }), text({ conditionalLogic: { show: true, logic: 'all', rules: [{ fieldId: 'a', operator: 'contains', value: 'x'.repeat(1001) }] } })], 'fields[1].conditionalLogic.rules[0].value'],
