@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import { parseTrustedProxies } from '../src/lib/client-ip';
+import { parseClusterNodes, queuePrefixFor } from './redis';
 
 /** Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h. */
 const DEFAULT_RETRY_DELAYS_MS = [5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6, 864e5];
@@ -8,7 +9,11 @@ export interface Config {
   host: string;
   port: number;
   databaseUrl: string;
+  /** A streaming replica for reads that may lag; null: the primary serves them. */
+  databaseReadUrl: string | null;
   redisUrl: string;
+  /** Seed nodes of a Redis Cluster; empty: the single node of `redisUrl`. */
+  redisClusterNodes: Array<{ host: string; port: number }>;
   publicUrl: string;
   webhookAllowPrivateTargets: boolean;
   webhookRetryDelaysMs: number[];
@@ -35,6 +40,8 @@ export interface Config {
   workerConcurrency: number;
   queuePrefix: string;
   dbPoolMax: number;
+  /** false for PgBouncer in transaction mode and other poolers without prepared-statement support. */
+  dbPreparedStatements: boolean;
   workerLockMs: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   trustedProxies: string[];
@@ -57,7 +64,12 @@ const schema = Joi.object({
   PORT: Joi.number().integer().min(0).max(65535).default(3000),
   DATABASE_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] })
     .default('postgres://postgres@127.0.0.1:5432/formservice'),
+  DATABASE_READ_URL: Joi.string().uri({ scheme: ['postgres', 'postgresql'] }),
   REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).default('redis://127.0.0.1:6379'),
+  REDIS_CLUSTER_NODES: Joi.string().custom((value: string) => {
+    if (!parseClusterNodes(value).length) throw new Error('must name at least one host:port');
+    return value;
+  }),
   PUBLIC_URL: url,
   WEBHOOK_ALLOW_PRIVATE_TARGETS: Joi.boolean().truthy('1').falsy('0').default(false),
   WEBHOOK_RETRY_DELAYS_MS: delayList,
@@ -86,6 +98,7 @@ const schema = Joi.object({
   WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
   QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
+  DB_PREPARED_STATEMENTS: Joi.boolean().truthy('1').falsy('0').default(true),
   WORKER_LOCK_MS: Joi.number().integer().min(500).max(600_000).default(30_000),
   TRUSTED_PROXIES: Joi.string().custom((value: string) => {
     parseTrustedProxies(value.split(',').filter((entry) => entry.trim()));
@@ -104,7 +117,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     host: v.HOST,
     port: v.PORT,
     databaseUrl: v.DATABASE_URL,
+    databaseReadUrl: v.DATABASE_READ_URL ?? null,
     redisUrl: v.REDIS_URL,
+    redisClusterNodes: v.REDIS_CLUSTER_NODES ? parseClusterNodes(v.REDIS_CLUSTER_NODES) : [],
     publicUrl: (v.PUBLIC_URL ?? `http://localhost:${v.PORT}`).replace(/\/+$/, ''),
     webhookAllowPrivateTargets: v.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     webhookRetryDelaysMs: v.WEBHOOK_RETRY_DELAYS_MS
@@ -130,8 +145,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     logLevel: v.LOG_LEVEL,
     metricsPort: v.METRICS_PORT,
     workerConcurrency: v.WORKER_CONCURRENCY,
-    queuePrefix: v.QUEUE_PREFIX,
+    queuePrefix: queuePrefixFor(v.QUEUE_PREFIX, !!v.REDIS_CLUSTER_NODES),
     dbPoolMax: v.DB_POOL_MAX,
+    dbPreparedStatements: v.DB_PREPARED_STATEMENTS,
     workerLockMs: v.WORKER_LOCK_MS,
     trustedProxies: v.TRUSTED_PROXIES ? String(v.TRUSTED_PROXIES).split(',').map((e) => e.trim()).filter(Boolean) : [],
   });

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import IORedis, { type Redis, type RedisOptions } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Config } from '../config';
+import { failFastRedis } from '../config/redis';
 import { ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
 import { INVALIDATION_CHANNEL, KeyStore, publishInvalidation } from './domain/auth/key-store';
 import { FormCache } from './domain/forms/form-cache';
@@ -12,6 +13,12 @@ import { Producer } from './queues/producer';
 export interface AppContext {
   config: Readonly<Config>;
   orm: Orm;
+  /**
+   * Reads that may lag behind the last commit (lists, export, change feed, analytics): a streaming
+   * replica when DATABASE_READ_URL is set, else the primary. A read that must see what was just
+   * acknowledged (a submission right after its 201) uses `orm`.
+   */
+  readOrm: Orm;
   logger: Logger;
   /** Fails fast when Redis is down: request paths must never wait on it. */
   redis: Redis;
@@ -26,22 +33,6 @@ export interface AppContext {
   /** Drops a changed form from this process's cache and tells the other processes to. */
   forgetForm(formId: string): void;
   close(): Promise<void>;
-}
-
-export function failFastRedis(url: string, extra: RedisOptions = {}): Redis {
-  return new IORedis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 1500,
-    connectTimeout: 2000,
-    retryStrategy: (times) => Math.min(200 * times, 2000),
-    ...extra,
-  });
-}
-
-/** Redis connection for BullMQ workers: they must wait for Redis rather than fail. */
-export function blockingRedis(url: string): Redis {
-  return new IORedis(url, { maxRetriesPerRequest: null, retryStrategy: (times) => Math.min(200 * times, 2000) });
 }
 
 function untilReady(client: Redis, timeoutMs: number): Promise<void> {
@@ -97,10 +88,15 @@ export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, 
 }
 
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
-  const orm = await initOrm(config.databaseUrl, config.dbPoolMax);
-  const redis = failFastRedis(config.redisUrl);
-  const producerConnection = failFastRedis(config.redisUrl);
-  const subscriber = failFastRedis(config.redisUrl, { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined });
+  const orm = await initOrm(config.databaseUrl, config.dbPoolMax, { preparedStatements: config.dbPreparedStatements });
+  const readOrm = config.databaseReadUrl
+    ? await initOrm(config.databaseReadUrl, config.dbPoolMax, { preparedStatements: config.dbPreparedStatements })
+    : orm;
+  const redis = failFastRedis(config);
+  // BullMQ asks a Cluster for its version as soon as the queue exists, before the Cluster is ready:
+  // that first command must wait for it rather than fail and leave the queue unusable.
+  const producerConnection = failFastRedis(config, config.redisClusterNodes.length ? { enableOfflineQueue: true } : {});
+  const subscriber = failFastRedis(config, { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined });
   for (const client of [redis, producerConnection, subscriber]) {
     client.on('error', (err) => logger.debug({ err: err.message }, 'redis connection error'));
   }
@@ -130,7 +126,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   await untilReady(redis, 2_000);
   const producer = new Producer(producerConnection, config.queuePrefix);
   return {
-    config, orm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
+    config, orm, readOrm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
     formCache,
     forgetForm(formId: string) {
       formCache.invalidate(formId);
@@ -142,6 +138,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
       await producer.close().catch(() => {});
       for (const client of [redis, producerConnection, subscriber]) client.disconnect();
       await orm.close();
+      if (readOrm !== orm) await readOrm.close();
     },
   };
 }

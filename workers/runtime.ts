@@ -1,6 +1,6 @@
 import { Worker, type Job } from 'bullmq';
 import type { AppContext } from '../src/app';
-import { blockingRedis } from '../src/app';
+import { blockingRedis } from '../config/redis';
 import { jobLogger } from '../src/lib/logger';
 import { metrics } from '../src/lib/metrics';
 import { JOB_NAMES, type QueueName } from '../src/queues/catalogue';
@@ -42,7 +42,7 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
         throw err;
       }
     }, {
-      connection: blockingRedis(app.config.redisUrl),
+      connection: blockingRedis(app.config),
       prefix: app.config.queuePrefix,
       concurrency: app.config.workerConcurrency,
       // A job whose worker died is taken over once its lock lapses and the stall check runs.

@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../../config';
 import { isPlan, PLANS, type Plan } from '../../config/plans';
-import { failFastRedis, prepareDatabase, resolveEncryptionKeys } from '../app';
+import { prepareDatabase, resolveEncryptionKeys } from '../app';
+import { failFastRedis, type RedisTarget } from '../../config/redis';
 import { reencryptSecrets } from '../domain/secrets/reencrypt';
 import { createLogger } from '../lib/logger';
 import { initOrm, type Orm } from '../db/orm';
@@ -57,8 +58,8 @@ function required(value: string | undefined, what: string): string {
 }
 
 /** Tells running API processes to drop cached key records at once; best effort when Redis is down. */
-async function announce(redisUrl: string, message: `key:${string}` | `org:${string}`): Promise<void> {
-  const redis = failFastRedis(redisUrl, { enableOfflineQueue: true, lazyConnect: true });
+async function announce(redisTarget: RedisTarget, message: `key:${string}` | `org:${string}`): Promise<void> {
+  const redis = failFastRedis(redisTarget, { enableOfflineQueue: true, lazyConnect: true });
   redis.on('error', () => {});
   try {
     await redis.connect();
@@ -71,7 +72,6 @@ async function announce(redisUrl: string, message: `key:${string}` | `org:${stri
 }
 
 async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<unknown> {
-  const redisUrl = config.redisUrl;
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -95,7 +95,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
       if (values.plan !== undefined) patch.plan = plan(values.plan);
       if (values['monthly-quota'] !== undefined) patch.monthlyQuota = quota(values['monthly-quota']);
       const org = await updateOrganization(em, required(id, 'ORG_ID'), patch);
-      await announce(redisUrl, `org:${org.id}`);
+      await announce(config, `org:${org.id}`);
       return presentOrganization(org);
     }
     case 'orgs usage':
@@ -112,7 +112,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
       return { keys: (await listApiKeys(em, required(values.org, '--org'))).map(presentKey) };
     case 'keys revoke': {
       const key = await revokeApiKey(em, required(id, 'KEY_ID'));
-      await announce(redisUrl, `key:${key.id}`);
+      await announce(config, `key:${key.id}`);
       return presentKey(key);
     }
     case 'secrets reencrypt': {

@@ -4,8 +4,11 @@ import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
+import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
 import { Migration20261123000100_security } from './migrations/Migration20261123000100_security';
+import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
+import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -13,10 +16,17 @@ export type Em = EntityManager;
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261123000100_security', class: Migration20261123000100_security },
+  { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
+  { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },
 ];
 
-export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
-  return MikroORM.init<PostgreSqlDriver>({
+export interface OrmOptions {
+  /** false behind PgBouncer in transaction mode and other poolers without prepared-statement support. */
+  preparedStatements?: boolean;
+}
+
+export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOptions = {}): Promise<Orm> {
+  const orm = await MikroORM.init<PostgreSqlDriver>({
     driver: PostgreSqlDriver,
     clientUrl: databaseUrl,
     entities: ENTITIES,
@@ -32,6 +42,8 @@ export async function initOrm(databaseUrl: string, poolMax = 10): Promise<Orm> {
     forceUtcTimezone: true,
     debug: false,
   });
+  allowNamedStatements(orm.em, opts.preparedStatements ?? true);
+  return orm;
 }
 
 /** Creates the database named in the URL when it does not exist yet. */

@@ -1,3 +1,5 @@
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
 import type { Request, Response } from 'restify';
 import type { AppContext } from '../app';
 import type { Em } from '../db/orm';
@@ -13,6 +15,8 @@ export interface Reply {
   status: number;
   body?: unknown;
   headers?: Record<string, string | number>;
+  /** A streamed body instead of `body`: stages piped in order into the response. */
+  stream?: Readable[];
 }
 
 export interface AuthedContext {
@@ -22,6 +26,8 @@ export interface AuthedContext {
   organizationId: string;
   /** A fresh EntityManager for this request only. */
   em: Em;
+  /** The same for reads that may lag (the read replica when one is configured). */
+  readEm: Em;
   /** The parsed JSON body; throws `invalid_json` when it is not JSON. */
   json(): unknown;
 }
@@ -43,6 +49,23 @@ export function parseJsonBody(req: Request): unknown {
   const problem = jsonBodyProblem(parsed);
   if (problem) throw errors.invalidJson(problem);
   return parsed;
+}
+
+/**
+ * Streams a body with backpressure. Once the first byte is out an error can no longer be answered:
+ * the response is cut short (a client sees an incomplete transfer), and a client that goes away
+ * stops the stream, which releases what feeds it.
+ */
+async function streamReply(app: AppContext, req: Request, res: Response, reply: Reply): Promise<void> {
+  for (const [name, value] of Object.entries(reply.headers ?? {})) res.header(name, String(value));
+  res.writeHead(reply.status);
+  try {
+    await pipeline([...reply.stream!, res]);
+  } catch (err: any) {
+    const clientGone = err?.code === 'ERR_STREAM_PREMATURE_CLOSE';
+    if (clientGone) app.logger.debug({ reqId: (req as any).requestId }, 'client went away during a streamed answer');
+    else app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'streamed answer failed midway');
+  }
 }
 
 export function sendReply(res: Response, reply: Reply): void {
@@ -99,13 +122,17 @@ export function authenticated(app: AppContext, scope: Scope, handler: AuthedHand
       if (!hasScope(key.scopes, scope)) throw errors.forbidden(scope);
 
       let em: Em | undefined;
+      let readEm: Em | undefined;
       const ctx: AuthedContext = {
         app, req, key, organizationId: key.organizationId,
         // Forked on first use: the submission path never needs an EntityManager.
         get em() { return (em ??= app.orm.em.fork()); },
+        get readEm() { return (readEm ??= app.readOrm.em.fork()); },
         json: () => parseJsonBody(req),
       };
-      sendReply(res, await handler(ctx));
+      const reply = await handler(ctx);
+      if (reply.stream) await streamReply(app, req, res, reply);
+      else sendReply(res, reply);
     } catch (err) {
       sendApiError(app, req, res, err);
     }

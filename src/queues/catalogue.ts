@@ -5,7 +5,10 @@ import type { JobsOptions } from 'bullmq';
  * submitted values: workers read the rest from PostgreSQL.
  */
 export interface JobCatalogue {
-  submissions: { fanout: { submissionId: string; outboxId: string } };
+  submissions: {
+    fanout: { submissionId: string; outboxId: string };
+    'fanout-deletion': { submissionId: string; outboxId: string };
+  };
   webhooks: { deliver: { deliveryId: string } };
   crm: { sync: { syncId: string } };
   usage: {
@@ -22,7 +25,7 @@ export type JobPayload<Q extends QueueName, N extends JobName<Q>> = JobCatalogue
 export const QUEUE_NAMES: readonly QueueName[] = ['submissions', 'webhooks', 'crm', 'usage'];
 
 export const JOB_NAMES: { [Q in QueueName]: readonly JobName<Q>[] } = {
-  submissions: ['fanout'],
+  submissions: ['fanout', 'fanout-deletion'],
   webhooks: ['deliver'],
   crm: ['sync'],
   usage: ['relay-outbox', 'rollup-usage', 'maintenance'],
@@ -47,6 +50,8 @@ export const DEFAULT_JOB_OPTIONS: { [Q in QueueName]: JobsOptions } = {
 /** Job ids derive from database ids so enqueuing twice is harmless; BullMQ forbids ':' in them. */
 export const jobIds = {
   fanout: (submissionId: string) => `fanout-${submissionId}`,
-  deliver: (deliveryId: string, generation = 0) => generation ? `deliver-${deliveryId}-r${generation}` : `deliver-${deliveryId}`,
+  fanoutDeletion: (submissionId: string) => `fanout-deleted-${submissionId}`,
+  /** One id per delivery for its whole life: a manual retry or a recovery replaces its job (Producer.requeue). */
+  deliver: (deliveryId: string) => `deliver-${deliveryId}`,
   crmSync: (syncId: string, generation = 0) => generation ? `crm-${syncId}-r${generation}` : `crm-${syncId}`,
 };

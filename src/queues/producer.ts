@@ -17,7 +17,10 @@ export class Producer {
 
   constructor(connection: Redis, prefix: string) {
     for (const name of QUEUE_NAMES) {
-      this.queues.set(name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] }));
+      const queue = new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] });
+      // Connection errors reach the callers of add(); unheard, they would end the process.
+      queue.on('error', () => {});
+      this.queues.set(name, queue);
     }
   }
 

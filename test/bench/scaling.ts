@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
-import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
+import { blockingRedis } from '../../config/redis';
 import { prepareDatabase } from '../../src/app';
 import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
+import { startPgBouncer } from '../support/pgbouncer';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
+import { startRedisCluster } from '../support/redis-cluster';
 import { benchArg, benchEnvironment, percentile, seedWebhookBench } from './support';
 
 /**
@@ -15,7 +17,11 @@ import { benchArg, benchEnvironment, percentile, seedWebhookBench } from './supp
  *             start together and the time from the first to the last arrival gives deliveries/s;
  *   latency — the same batch submitted with the workers running: 201 → arrival at the receiver.
  * Every delivery must arrive once: distinct X-Service-Delivery ids == deliveries received.
- * Usage: npm run bench:scaling [-- --submissions 3000 --workers 1,2,4 --concurrency 10 --receiver-ms 50 --clients 32 --keys 40]
+ * Topologies, each measured in the same run and printed side by side:
+ *   single    — the processes talk to PostgreSQL directly and to one Redis node;
+ *   pooled    — through a PgBouncer in transaction mode (DB_PREPARED_STATEMENTS=false) and on a
+ *               three-master Redis Cluster (REDIS_CLUSTER_NODES), both started on loopback.
+ * Usage: npm run bench:scaling [-- --submissions 3000 --workers 1,2,4 --concurrency 10 --receiver-ms 50 --clients 32 --keys 40 --topologies single,pooled]
  */
 const SUBMISSIONS = Number(benchArg('submissions', '3000'));
 const WORKER_COUNTS = benchArg('workers', '1,2,4').split(',').map(Number);
@@ -23,6 +29,7 @@ const CONCURRENCY = Number(benchArg('concurrency', '10'));
 const RECEIVER_MS = Number(benchArg('receiver-ms', '50'));
 const CLIENTS = Number(benchArg('clients', '32'));
 const KEYS = Number(benchArg('keys', '40'));
+const TOPOLOGIES = benchArg('topologies', 'single,pooled').split(',');
 const ARRIVAL_TIMEOUT_MS = 600_000;
 
 type Env = Record<string, string>;
@@ -73,21 +80,44 @@ function summarize(deliveries: Delivery[], created: Map<string, number>) {
   };
 }
 
-async function main(): Promise<void> {
+interface Topology {
+  /** What the service's processes get on top of the common settings. */
+  env: Env;
+  stop(): Promise<void>;
+}
+
+async function startTopology(name: string, databaseUrl: string): Promise<Topology> {
+  if (name === 'single') return { env: {}, stop: async () => {} };
+  if (name !== 'pooled') throw new Error(`unknown topology ${name}: single or pooled`);
+  const bouncer = await startPgBouncer(databaseUrl, 10);
+  const cluster = await startRedisCluster();
+  return {
+    env: { DATABASE_URL: bouncer.url, DB_PREPARED_STATEMENTS: 'false', REDIS_CLUSTER_NODES: cluster.nodes },
+    async stop() {
+      await bouncer.stop();
+      await cluster.stop();
+    },
+  };
+}
+
+async function measure(topologyName: string): Promise<Record<string, unknown>[]> {
   const env = benchEnvironment('scaling');
   const encryptionKey = randomBytes(32);
-  const common: Env = {
+  const base: Env = {
     DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix,
     ENCRYPTION_KEY: encryptionKey.toString('base64'), WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     WORKER_CONCURRENCY: String(CONCURRENCY), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
   };
   const receiver = await startReceiver({ respond: () => ({ status: 200, delayMs: RECEIVER_MS }) });
-  const connection = new IORedis(env.redisUrl, { maxRetriesPerRequest: null });
-  const webhooksQueue = new Queue('webhooks', { connection, prefix: env.queuePrefix });
+  await prepareDatabase(loadConfig({ ...process.env, ...base }));
+  const topology = await startTopology(topologyName, env.databaseUrl);
+  const common: Env = { ...base, ...topology.env };
+  const config = loadConfig({ ...process.env, ...common });
+  const connection = blockingRedis(config);
+  const webhooksQueue = new Queue('webhooks', { connection, prefix: config.queuePrefix });
   const resident: ServiceProcess[] = [];
   const rows: Record<string, unknown>[] = [];
   try {
-    await prepareDatabase(loadConfig({ ...process.env, ...common }));
     const { formId, keys } = await seedWebhookBench(env.databaseUrl, receiver.url, encryptionKey, KEYS);
     const apis = await Promise.all([0, 1].map(() => startEntry('src/api.js', common, 'PORT')));
     const helpers = await Promise.all(['workers/submissions.js', 'workers/usage.js'].map((e) => startEntry(e, common, 'METRICS_PORT')));
@@ -115,26 +145,34 @@ async function main(): Promise<void> {
       await Promise.all(workers.map((w) => w.proc.stop()));
 
       rows.push({
-        webhookWorkers: count, concurrencyEach: CONCURRENCY,
+        topology: topologyName, webhookWorkers: count, concurrencyEach: CONCURRENCY,
         drainDeliveriesPerSec: drain.perSecond, liveDeliveriesPerSec: latency.perSecond,
         ingestPerSec: live.ingestPerSecond, p50ms: latency.p50ms, p99ms: latency.p99ms,
         delivered: drain.received + latency.received, expected: backlog.created.size + live.created.size,
         duplicates: drain.duplicates + latency.duplicates, refused: backlog.refused + live.refused,
       });
-      console.log(`done: ${count} webhooks worker(s)`);
+      console.log(`done: ${topologyName}, ${count} webhooks worker(s)`);
     }
-    console.log(`\n${SUBMISSIONS} submissions per phase over 2 APIs and ${KEYS} keys, ${CLIENTS} concurrent clients; receiver answers in ${RECEIVER_MS} ms; WORKER_CONCURRENCY=${CONCURRENCY}`);
-    console.table(rows);
-    const duplicates = rows.reduce((sum, r) => sum + Number(r.duplicates), 0);
-    console.log(duplicates ? `FAIL: ${duplicates} deliveries arrived more than once` : 'OK: every delivery arrived exactly once');
-    if (duplicates) process.exitCode = 1;
+    return rows;
   } finally {
     await Promise.all(resident.map((p) => p.stop()));
     await webhooksQueue.close();
     connection.disconnect();
     await receiver.close();
+    await topology.stop();
     await env.cleanup();
   }
+}
+
+async function main(): Promise<void> {
+  const rows: Record<string, unknown>[] = [];
+  for (const topology of TOPOLOGIES) rows.push(...(await measure(topology)));
+  console.log(`\n${SUBMISSIONS} submissions per phase over 2 APIs and ${KEYS} keys, ${CLIENTS} concurrent clients; receiver answers in ${RECEIVER_MS} ms; WORKER_CONCURRENCY=${CONCURRENCY}`);
+  console.log('single: PostgreSQL direct, one Redis node; pooled: PgBouncer (transaction mode) and a three-master Redis Cluster');
+  console.table(rows);
+  const duplicates = rows.reduce((sum, r) => sum + Number(r.duplicates), 0);
+  console.log(duplicates ? `FAIL: ${duplicates} deliveries arrived more than once` : 'OK: every delivery arrived exactly once');
+  if (duplicates) process.exitCode = 1;
 }
 
 main().catch((err) => {

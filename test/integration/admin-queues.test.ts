@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Worker } from 'bullmq';
-import { blockingRedis } from '../../src/app';
+import { blockingRedis } from '../../config/redis';
 import { QUEUE_NAMES } from '../../src/queues/catalogue';
 import { call, startTestApp, type TestApp } from '../support/harness';
 
@@ -37,7 +37,7 @@ describe('operator endpoints: queue health and the queue dashboard', () => {
       await producer.add('crm', 'sync', { syncId: 'crm_a' }, { jobId: 'crm-crm_a', delay: 60_000 });
       await producer.queue('usage').pause();
       // Connected but not fetching: it shows in the worker count without taking the jobs.
-      worker = new Worker('crm', async () => undefined, { connection: blockingRedis(t.app.config.redisUrl), prefix, autorun: false });
+      worker = new Worker('crm', async () => undefined, { connection: blockingRedis(t.app.config), prefix, autorun: false });
       await worker.waitUntilReady();
     });
     after(async () => {

@@ -79,4 +79,27 @@ describe('encryption key rotation', function () {
     expect(after.res.body.delivered).to.equal(true);
     expect(after.valid).to.equal(true);
   });
+
+  it('re-seals the rotated-out webhook secret as well, so the previous signature survives the old key', async () => {
+    let t = await restart({ ENCRYPTION_KEY: b64(oldKey) });
+    const tenant = await createTenant(t.app);
+    const hook = await call(t.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'r', url: receiver.url, events: ['submission.created'] } });
+    const { id: webhookId, secret: first } = hook.body.webhook;
+    const rotated = await call(t.url, 'POST', `/v1/webhooks/${webhookId}/rotate-secret`, { key: tenant.key, body: { graceSeconds: 3600 } });
+    expect(rotated.status).to.equal(200);
+
+    t = await restart({ ENCRYPTION_KEY: b64(newKey), ENCRYPTION_KEYS_PREVIOUS: b64(oldKey) });
+    expect(await reencryptSecrets(t.app.orm.em.fork(), { current: newKey, all: [newKey, oldKey] }))
+      .to.deep.equal({ webhooks: 2, forms: 0, submissions: 0, unopenable: [] });
+
+    t = await restart({ ENCRYPTION_KEY: b64(newKey) });
+    const before = receiver.deliveries.length;
+    expect((await call(t.url, 'POST', `/v1/webhooks/${webhookId}/test`, { key: tenant.key })).body.delivered).to.equal(true);
+    const delivery = receiver.deliveries[before];
+    const check = (secret: string, header: string) => verifySignature({
+      secret, signature: delivery.headers[header], timestamp: delivery.headers['x-service-timestamp'], rawBody: delivery.rawBody,
+    });
+    expect(check(rotated.body.webhook.secret, 'x-service-signature')).to.equal(true);
+    expect(check(first, 'x-service-signature-previous')).to.equal(true);
+  });
 });

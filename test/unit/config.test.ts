@@ -22,10 +22,25 @@ describe('configuration', () => {
     expect(config.webhookAllowPrivateTargets).to.equal(true);
   });
 
+  it('reads Redis Cluster seeds and puts the queue prefix in a hash tag on a Cluster', () => {
+    const single = loadConfig({ QUEUE_PREFIX: 'fs' });
+    expect(single.redisClusterNodes).to.deep.equal([]);
+    expect(single.queuePrefix).to.equal('fs');
+    expect(single.dbPreparedStatements).to.equal(true);
+    const cluster = loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b:7001,[::1]:7002', QUEUE_PREFIX: 'fs', DB_PREPARED_STATEMENTS: 'false' });
+    expect(cluster.redisClusterNodes).to.deep.equal([
+      { host: '10.0.0.1', port: 7000 }, { host: 'redis-b', port: 7001 }, { host: '::1', port: 7002 },
+    ]);
+    expect(cluster.queuePrefix).to.equal('{fs}');
+    expect(cluster.dbPreparedStatements).to.equal(false);
+    expect(loadConfig({ REDIS_CLUSTER_NODES: 'r:7000', QUEUE_PREFIX: 'app{fs}' }).queuePrefix).to.equal('app{fs}');
+  });
+
   const invalid: Array<[string, string]> = [
     ['PORT', 'eighty'], ['DATABASE_URL', 'mysql://x'], ['REDIS_URL', 'nope'], ['WEBHOOK_RETRY_DELAYS_MS', '1,two'],
     ['WEBHOOK_TIMEOUT_MS', '-5'], ['ENCRYPTION_KEY', 'c2hvcnQ='], ['LOG_LEVEL', 'loud'], ['PUBLIC_RATE_LIMIT_POST', '0'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'], ['TRUSTED_PROXIES', '10.0.0.0/8, proxy.local'],
+    ['REDIS_CLUSTER_NODES', 'redis-a,redis-b:6379'], ['REDIS_CLUSTER_NODES', '127.0.0.1:70000'], ['DB_PREPARED_STATEMENTS', 'sometimes'],
   ];
   for (const [name, value] of invalid) {
     it(`stops on ${name}=${value} with a message naming the variable`, () => {

@@ -155,8 +155,9 @@ function loadYaml(file: string): unknown[] {
   return loadAll(fs.readFileSync(file, 'utf8'), { schema, filename: file }).filter((doc) => doc != null);
 }
 
-function loadManifests(): Manifest[] {
-  return yamlFilesUnder(K8S).flatMap((file) =>
+/** The manifests of one kustomization folder (the service's own by default; optional add-ons have folders of their own). */
+function loadManifests(dir = K8S): Manifest[] {
+  return fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).map((f) => path.join(dir, f)).flatMap((file) =>
     loadYaml(file).map((doc) => ({ ...(doc as Omit<Manifest, 'file'>), file: path.basename(file) })),
   );
 }
@@ -388,6 +389,35 @@ describe('deploy/', () => {
       const listed = kustomization?.resources ?? [];
       const manifestFiles = fs.readdirSync(K8S).filter((f) => /\.ya?ml$/.test(f) && !NOT_IN_KUSTOMIZATION.includes(f));
       expect(listed).to.have.members(manifestFiles);
+    });
+  });
+
+  describe('PgBouncer add-on (deploy/k8s/pgbouncer)', () => {
+    const dir = path.join(K8S, 'pgbouncer');
+    const manifests = loadManifests(dir);
+    const deployment: any = findManifest(manifests, 'Deployment', 'pgbouncer');
+    const pod: any = podTemplate(deployment);
+
+    it('pools transactions, lets node-postgres connect and listens where its Service points', () => {
+      const ini = (findManifest(manifests, 'ConfigMap', 'pgbouncer-config').data ?? {})['pgbouncer.ini'] as string;
+      expect(ini).to.match(/^pool_mode = transaction$/m);
+      expect(ini).to.match(/^ignore_startup_parameters = .*extra_float_digits.*statement_timeout/m);
+      const service: any = findManifest(manifests, 'Service', 'pgbouncer');
+      expect(service.spec.selector).to.deep.equal(deployment.spec.selector.matchLabels);
+      expect(pod.spec.containers[0].ports.map((p: any) => p.name)).to.include(service.spec.ports[0].targetPort);
+    });
+
+    it('runs as a non-root uid with a read-only root filesystem and no privilege escalation', () => {
+      expect(pod.spec.securityContext.runAsNonRoot).to.equal(true);
+      for (const container of pod.spec.containers) {
+        expect(container.securityContext).to.include({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true });
+        expect(container.resources.limits?.memory).to.be.a('string');
+      }
+    });
+
+    it('lists its manifest in its kustomization.yaml', () => {
+      const kustomization = manifests.find((m) => m.kind === 'Kustomization');
+      expect(kustomization?.resources).to.have.members(fs.readdirSync(dir).filter((f) => f !== 'kustomization.yaml'));
     });
   });
 

@@ -18,10 +18,11 @@ describe('job catalogue', () => {
   });
 
   it('derives job ids from database ids, without the ":" BullMQ forbids', () => {
-    for (const id of [jobIds.fanout('sub_abc'), jobIds.deliver('dlv_x'), jobIds.deliver('dlv_x', 3), jobIds.crmSync('crm_y')]) {
+    for (const id of [jobIds.fanout('sub_abc'), jobIds.deliver('dlv_x'), jobIds.crmSync('crm_y'), jobIds.fanoutDeletion('sub_abc')]) {
       expect(id).to.not.include(':');
     }
     expect(jobIds.fanout('sub_abc')).to.equal(jobIds.fanout('sub_abc'));
-    expect(jobIds.deliver('dlv_x', 1)).to.not.equal(jobIds.deliver('dlv_x'));
+    expect(jobIds.fanoutDeletion('sub_abc')).to.not.equal(jobIds.fanout('sub_abc'));
+    expect(jobIds.deliver('dlv_x')).to.equal(jobIds.deliver('dlv_x'));
   });
 });

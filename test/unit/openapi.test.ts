@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import * as fs from 'fs';
-import * as path from 'path';
 import { load } from 'js-yaml';
+import { openapiPath } from '../support/openapi-webhooks';
 
 type Node = Record<string, any>;
 
@@ -15,19 +15,8 @@ const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'
 const AUTHENTICATED_STATUSES = ['401', '403', '429'];
 const SCOPE_PATTERN = /^(forms|submissions|webhooks):(read|write)$/;
 
-// Tests run from dist/test/unit, so look upward for the project root rather than hard-coding depth.
-function projectRoot(from: string): string {
-  let dir = from;
-  while (!fs.existsSync(path.join(dir, 'package.json'))) {
-    const parent = path.dirname(dir);
-    if (parent === dir) throw new Error(`no package.json above ${from}`);
-    dir = parent;
-  }
-  return dir;
-}
-
 function readDocumentText(): string {
-  return fs.readFileSync(path.join(projectRoot(__dirname), 'openapi.yaml'), 'utf8');
+  return fs.readFileSync(openapiPath(), 'utf8');
 }
 
 function resolvePointer(doc: unknown, ref: string): unknown {

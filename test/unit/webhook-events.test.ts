@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { sealValue } from '../../src/domain/submissions/sealed-values';
 import type { Field } from '../../src/domain/forms/types';
 import {
-  buildSubmissionEvent, buildTestEvent, deliveryHeaders, eventIdForSubmission, normalizeEvents,
+  buildSubmissionDeletedEvent, buildSubmissionEvent, buildTestEvent, deletionEventIdForSubmission, deliveryHeaders,
+  eventIdForSubmission, normalizeEvents,
 } from '../../src/domain/webhooks/events';
 import { verifySignature } from '../../src/domain/webhooks/signing';
 
@@ -16,6 +17,8 @@ describe('webhook events', () => {
       [['submission.created'], ['submission.created']],
       [['form.submission.created'], ['submission.created']],
       [['form.submission.created', 'submission.created'], ['submission.created']],
+      [['form.submission.deleted'], ['submission.deleted']],
+      [['submission.deleted', 'form.submission.created', 'form.submission.deleted'], ['submission.deleted', 'submission.created']],
     ];
     for (const [input, expected] of cases) {
       it(`${JSON.stringify(input)} → ${JSON.stringify(expected)}`, () => {
@@ -28,6 +31,19 @@ describe('webhook events', () => {
     expect(eventIdForSubmission('sub_Ab12Cd')).to.equal('evt_Ab12Cd');
     expect(eventIdForSubmission('sub_Ab12Cd')).to.equal(eventIdForSubmission('sub_Ab12Cd'));
     expect(eventIdForSubmission('sub_Ab12Ce')).to.not.equal(eventIdForSubmission('sub_Ab12Cd'));
+  });
+
+  it('derives the deletion event id from the submission, apart from the created event id', () => {
+    expect(deletionEventIdForSubmission('sub_Ab12Cd')).to.equal('evt_Ab12Cd_deleted');
+    expect(deletionEventIdForSubmission('sub_Ab12Cd')).to.not.equal(eventIdForSubmission('sub_Ab12Cd'));
+  });
+
+  it('builds the deletion event from the form and submission ids only', () => {
+    const deletedAt = new Date('2026-11-05T08:12:30.000Z');
+    expect(buildSubmissionDeletedEvent({ id: 'form_1', title: 'Contact' }, { id: 'sub_9', formId: 'form_1' }, deletedAt)).to.deep.equal({
+      id: 'evt_9_deleted', type: 'form.submission.deleted', createdAt: '2026-11-05T08:12:30.000Z',
+      data: { form: { id: 'form_1', title: 'Contact' }, submission: { id: 'sub_9', formId: 'form_1' } },
+    });
   });
 
   describe('buildSubmissionEvent', () => {
@@ -93,6 +109,22 @@ describe('webhook events', () => {
       });
       expect(check('whsec_x')).to.equal(true);
       expect(check('whsec_y')).to.equal(false);
+    });
+
+    it('has no previous signature without a previous secret', () => {
+      expect(headers).to.not.have.property('X-Service-Signature-Previous');
+    });
+
+    it('signs the same timestamp and body with the previous secret too, while there is one', () => {
+      const rotated = deliveryHeaders({
+        secret: 'whsec_new', previousSecret: 'whsec_old', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', nowSeconds: 1_793_810_465,
+      });
+      const check = (secret: string, header: string) => verifySignature({
+        secret, signature: rotated[header], timestamp: rotated['X-Service-Timestamp'], rawBody: body, nowSeconds: 1_793_810_465,
+      });
+      expect(check('whsec_new', 'X-Service-Signature')).to.equal(true);
+      expect(check('whsec_old', 'X-Service-Signature-Previous')).to.equal(true);
+      expect(check('whsec_old', 'X-Service-Signature')).to.equal(false);
     });
   });
 });

@@ -2,14 +2,14 @@ import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import type { JobName, QueueName } from '../../src/queues/catalogue';
 import { sync } from './crm';
-import { fanout } from './submissions';
+import { fanout, fanoutDeletion } from './submissions';
 import { maintenance, relay, rollup, scheduleUsageJobs } from './usage';
 import { deliver } from './webhooks';
 
 export type Processor = (app: AppContext, job: Job) => Promise<unknown>;
 
 export const PROCESSORS: { [Q in QueueName]: Record<JobName<Q>, Processor> } = {
-  submissions: { fanout },
+  submissions: { fanout, 'fanout-deletion': fanoutDeletion },
   webhooks: { deliver },
   crm: { sync },
   usage: { 'relay-outbox': relay, 'rollup-usage': rollup, 'maintenance': maintenance },

@@ -1,9 +1,15 @@
 import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
-import { fanOutSubmission } from '../../src/domain/submissions/fanout';
+import { fanOutDeletion, fanOutSubmission } from '../../src/domain/submissions/fanout';
 import { maxAttempts } from '../../src/domain/webhooks/policy';
 import type { JobPayload } from '../../src/queues/catalogue';
 import { jobIds } from '../../src/queues/catalogue';
+
+async function queueDeliveries(app: AppContext, deliveryIds: string[]): Promise<void> {
+  const attempts = maxAttempts(app.config.webhookRetryDelaysMs);
+  await Promise.all(deliveryIds.map((deliveryId) =>
+    app.producer.add('webhooks', 'deliver', { deliveryId }, { jobId: jobIds.deliver(deliveryId), attempts })));
+}
 
 /**
  * Creates the deliveries and syncs of one submission, then queues them. Enqueuing happens after
@@ -13,10 +19,16 @@ export async function fanout(app: AppContext, job: Job<JobPayload<'submissions',
   const result = await fanOutSubmission(app.orm.em.fork(), job.data);
   const attempts = maxAttempts(app.config.webhookRetryDelaysMs);
   await Promise.all([
-    ...result.deliveryIds.map((deliveryId) =>
-      app.producer.add('webhooks', 'deliver', { deliveryId }, { jobId: jobIds.deliver(deliveryId), attempts })),
+    queueDeliveries(app, result.deliveryIds),
     ...result.syncIds.map((syncId) =>
       app.producer.add('crm', 'sync', { syncId }, { jobId: jobIds.crmSync(syncId), attempts })),
   ]);
   return { submissionFound: result.submissionFound, deliveries: result.deliveryIds.length, syncs: result.syncIds.length };
+}
+
+/** The deletion event's deliveries, created and queued the same way. */
+export async function fanoutDeletion(app: AppContext, job: Job<JobPayload<'submissions', 'fanout-deletion'>>) {
+  const result = await fanOutDeletion(app.orm.em.fork(), job.data);
+  await queueDeliveries(app, result.deliveryIds);
+  return { deliveries: result.deliveryIds.length };
 }

@@ -1,4 +1,5 @@
 import type { AppContext } from '../../src/app';
+import { DEFAULT_CHANGE_RETENTION_DAYS, purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { relayOutbox, rollupUsage, runMaintenance } from '../../src/domain/usage/usage-jobs';
 import type { JobName } from '../../src/queues/catalogue';
 
@@ -18,4 +19,8 @@ export async function scheduleUsageJobs(app: AppContext): Promise<void> {
 
 export const relay = async (app: AppContext) => ({ relayed: await relayOutbox(app) });
 export const rollup = async (app: AppContext) => rollupUsage(app.orm.em.fork());
-export const maintenance = async (app: AppContext) => runMaintenance(app.orm.em.fork());
+export const maintenance = async (app: AppContext) => {
+  const em = app.orm.em.fork();
+  const retentionDays = (app.config as { retentionDays?: number }).retentionDays ?? DEFAULT_CHANGE_RETENTION_DAYS;
+  return { ...(await runMaintenance(em)), submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays) };
+};

@@ -69,7 +69,7 @@ function resealDeep(value: unknown, keys: EncryptionKeys, sealedStrings: boolean
  * a value no key opens is reported and skipped, never allowed to stop the others.
  */
 async function resealColumn(
-  em: Em, table: UnopenableValue['table'], column: 'secret_sealed' | 'settings' | 'data',
+  em: Em, table: UnopenableValue['table'], column: 'secret_sealed' | 'previous_secret_sealed' | 'settings' | 'data',
   candidates: string, keys: EncryptionKeys, unopenable: UnopenableValue[],
 ): Promise<number> {
   let after = '';
@@ -86,7 +86,7 @@ async function resealColumn(
         if (outcome.unopenable || !outcome.changed) continue;
         const stored = typeof outcome.value === 'string' ? outcome.value : JSON.stringify(outcome.value);
         await tx.getConnection().execute(
-          `update ${table} set ${column} = ?${column === 'secret_sealed' ? '' : '::jsonb'} where id = ?`,
+          `update ${table} set ${column} = ?${column.endsWith('secret_sealed') ? '' : '::jsonb'} where id = ?`,
           [stored, row.id], 'run', tx.getTransactionContext(),
         );
         changed++;
@@ -104,7 +104,8 @@ async function resealColumn(
 export async function reencryptSecrets(em: Em, keys: EncryptionKeys): Promise<ReencryptCounts> {
   const unopenable: UnopenableValue[] = [];
   return {
-    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys, unopenable),
+    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys, unopenable)
+      + await resealColumn(em, 'webhooks', 'previous_secret_sealed', 'previous_secret_sealed is not null', keys, unopenable),
     forms: await resealColumn(em, 'forms', 'settings', `jsonb_typeof(settings->'integrations') = 'array'`, keys, unopenable),
     submissions: await resealColumn(em, 'submissions', 'data', `data::text like '%"${SEALED_VALUE_KEY}"%'`, keys, unopenable),
     unopenable,

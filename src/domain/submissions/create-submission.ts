@@ -11,7 +11,7 @@ import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
-import { findIdempotencyRecord, insertSubmission } from './store';
+import { findIdempotencyRecord, insertSubmission, type SubmissionRow } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
 export interface SubmissionRequest {
@@ -108,6 +108,92 @@ async function checkPayment(app: AppContext, form: CachedForm, values: Record<st
   return { intentId };
 }
 
+/** A submission that passed every check, ready to be stored. */
+export interface CheckedSubmission {
+  row: SubmissionRow;
+  submission: CreatedSubmission;
+}
+
+/** What one submission carries, whether posted alone or as an item of a batch. */
+export interface SubmissionInput {
+  data: unknown;
+  submitterEmail: string | null;
+  submitterName: string | null;
+  source: SubmissionSource;
+  metadataErrors?: FieldError[];
+}
+
+export type IdempotencyClaim = { key: string; requestHash: string } | null;
+
+/**
+ * Every check of one submission against a published form, in the order clients see them:
+ * invalid data → missing required → field validation → payment.
+ */
+export async function checkSubmission(app: AppContext, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim)
+  : Promise<{ ok: true; checked: CheckedSubmission } | { ok: false; refusal: SubmissionRefusal }> {
+  if (!isPlainObject(input.data)) return { ok: false, refusal: { kind: 'invalid_data' } };
+  const check = validateSubmission(form.structure, input.data);
+  if (check.missingRequired.length) return { ok: false, refusal: { kind: 'missing_required', fields: check.missingRequired } };
+  const fieldErrors = [...check.errors, ...(input.metadataErrors ?? [])];
+  if (fieldErrors.length) return { ok: false, refusal: { kind: 'invalid_fields', errors: fieldErrors } };
+
+  const payment = await checkPayment(app, form, check.values);
+  if (payment.refusal) return { ok: false, refusal: payment.refusal };
+
+  const submitter = submitterDetailsToStore(form.structure.fields, check.values, input);
+  const createdAt = new Date();
+  const submission: CreatedSubmission = { id: newId('sub'), formId: form.id, createdAt: createdAt.toISOString() };
+  const row: SubmissionRow = {
+    id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
+    month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
+    submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
+    createdAt, paymentIntentId: payment.intentId,
+    idempotency: idem ? { ...idem, responseBody: { submission } } : null,
+  };
+  return { ok: true, checked: { row, submission } };
+}
+
+/** The form changed (or a record under the key vanished) while storing: decide again on a fresh form. */
+export const DECIDE_AGAIN = Symbol('decide again');
+
+/** Stores one checked submission in its own statement; the answer it alone gets. */
+export async function storeCheckedSubmission(app: AppContext, checked: CheckedSubmission)
+  : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
+  const { row, submission } = checked;
+  const outcome = await insertSubmission(app.orm, row);
+  switch (outcome.kind) {
+    case 'created':
+      submissionStored(app, row, outcome.outboxId);
+      return { ok: true, submission, replayed: false };
+    case 'quota_exceeded':
+      metrics.quotaRejections.inc();
+      return refuse({ kind: 'quota_exceeded' });
+    case 'payment_used':
+      return refuse({ kind: 'payment_used' });
+    case 'idempotency_conflict': {
+      const stored = await findIdempotencyRecord(app.orm, row.organizationId, row.idempotency!.key);
+      return stored ? replay(stored, row.idempotency!.requestHash) : DECIDE_AGAIN;
+    }
+    case 'form_changed':
+      return DECIDE_AGAIN; // the cached form is stale: reload it and decide again
+  }
+}
+
+/** After commit: count it and hand it to the fan-out. */
+export function submissionStored(app: AppContext, row: SubmissionRow, outboxId: string): void {
+  metrics.submissions.inc({ source: row.source });
+  enqueueFanout(app, row.id, outboxId);
+}
+
+/** The form a request names, or why there is none to submit to. */
+export async function submittableForm(app: AppContext, organizationId: string | null, formId: string, fresh: boolean)
+  : Promise<{ form: CachedForm } | { refusal: SubmissionRefusal }> {
+  const form = await app.formCache.get(formId, fresh);
+  if (!form || (organizationId && form.organizationId !== organizationId)) return { refusal: { kind: 'not_found' } };
+  if (form.status !== 'published') return { refusal: { kind: 'not_published' } };
+  return { form };
+}
+
 /**
  * The one submission flow for the API and the public runtime, in CONTRACT §11's order:
  * 404 → not published → invalid data → missing required → field validation → payment → quota → claim.
@@ -122,52 +208,17 @@ export async function createSubmission(app: AppContext, request: SubmissionReque
   }
 
   for (let attempt = 0; attempt < 3; attempt++) {
-    const form = await app.formCache.get(request.formId, attempt > 0);
-    if (!form || (request.organizationId && form.organizationId !== request.organizationId)) return refuse({ kind: 'not_found' });
-    if (form.status !== 'published') return refuse({ kind: 'not_published' });
-    if (!isPlainObject(request.data)) return refuse({ kind: 'invalid_data' });
-
-    const check = validateSubmission(form.structure, request.data);
-    if (check.missingRequired.length) return refuse({ kind: 'missing_required', fields: check.missingRequired });
-    const fieldErrors = [...check.errors, ...(request.metadataErrors ?? [])];
-    if (fieldErrors.length) return refuse({ kind: 'invalid_fields', errors: fieldErrors });
-
-    const payment = await checkPayment(app, form, check.values);
-    if (payment.refusal) return refuse(payment.refusal);
-
-    const submitter = submitterDetailsToStore(form.structure.fields, check.values, request);
-    const createdAt = new Date();
-    const submission: CreatedSubmission = { id: newId('sub'), formId: form.id, createdAt: createdAt.toISOString() };
-    const outcome = await insertSubmission(app.orm, {
-      id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
-      month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
-      submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: request.source,
-      createdAt, paymentIntentId: payment.intentId,
-      idempotency: idem ? { ...idem, responseBody: { submission } } : null,
-    });
-    switch (outcome.kind) {
-      case 'created':
-        metrics.submissions.inc({ source: request.source });
-        enqueueFanout(app, submission.id, outcome.outboxId);
-        return { ok: true, submission, replayed: false };
-      case 'quota_exceeded':
-        metrics.quotaRejections.inc();
-        return refuse({ kind: 'quota_exceeded' });
-      case 'payment_used':
-        return refuse({ kind: 'payment_used' });
-      case 'idempotency_conflict': {
-        const stored = await findIdempotencyRecord(app.orm, request.organizationId!, idem!.key);
-        if (stored) return replay(stored, idem!.requestHash);
-        continue;
-      }
-      case 'form_changed':
-        continue; // the cached form is stale: reload it and decide again
-    }
+    const found = await submittableForm(app, request.organizationId, request.formId, attempt > 0);
+    if ('refusal' in found) return refuse(found.refusal);
+    const check = await checkSubmission(app, found.form, request, idem);
+    if (!check.ok) return refuse(check.refusal);
+    const result = await storeCheckedSubmission(app, check.checked);
+    if (result !== DECIDE_AGAIN) return result;
   }
   throw new Error('form kept changing while the submission was being stored');
 }
 
-function replay(stored: { requestHash: string; body: unknown }, requestHash: string): SubmissionResult {
+export function replay(stored: { requestHash: string; body: unknown }, requestHash: string): SubmissionResult {
   if (stored.requestHash !== requestHash) return refuse({ kind: 'idempotency_key_reused' });
   return { ok: true, submission: (stored.body as { submission: CreatedSubmission }).submission, replayed: true };
 }
@@ -175,5 +226,11 @@ function replay(stored: { requestHash: string; body: unknown }, requestHash: str
 /** After commit; when Redis is down the outbox relay sends it later, so a failure here is not an error. */
 function enqueueFanout(app: AppContext, submissionId: string, outboxId: string): void {
   app.producer.addSoon('submissions', 'fanout', { submissionId, outboxId }, { jobId: jobIds.fanout(submissionId) })
+    .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
+}
+
+/** The deletion event's fan-out, after the deleting transaction commits; the relay covers a failure. */
+export function enqueueDeletionFanout(app: AppContext, submissionId: string, outboxId: string): void {
+  app.producer.addSoon('submissions', 'fanout-deletion', { submissionId, outboxId }, { jobId: jobIds.fanoutDeletion(submissionId) })
     .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }

@@ -3,9 +3,10 @@ import { preparedQuery } from '../../db/prepared';
 import { newId } from '../../lib/ids';
 import { activeIntegrations } from '../crm/hubspot';
 import {
-  buildSubmissionEvent, eventIdForSubmission, FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, type LabelledField,
-  type SubmissionSnapshot,
+  buildSubmissionDeletedEvent, buildSubmissionEvent, eventIdForSubmission, FORM_SUBMISSION_CREATED,
+  FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, type LabelledField, type SubmissionSnapshot,
 } from '../webhooks/events';
+import { SUBMISSION_DELETED_TOPIC, type SubmissionDeletedFacts } from './store';
 
 export interface FanoutResult {
   submissionFound: boolean;
@@ -47,17 +48,23 @@ async function load(tx: Em, submissionId: string): Promise<Loaded | null> {
 }
 
 /**
+ * One pending delivery row per webhook of an event (parameters: organization, event id, event type,
+ * payload, `[{id, webhookId}]`); the (event, webhook) key makes a re-run insert nothing.
+ */
+const NEW_DELIVERIES = `new_deliveries as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status)
+  select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending' from jsonb_array_elements(?::jsonb) x
+  on conflict (event_id, webhook_id) do nothing
+  returning id
+)`;
+
+/**
  * Inserts what is missing (the unique keys make a re-run insert nothing), marks the outbox row and
  * answers every pending delivery and sync: new ones through RETURNING, earlier ones from the tables
  * (a statement does not see its own inserts, so nothing is listed twice).
  */
 const STORE_SQL = `
-with new_deliveries as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status)
-  select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending' from jsonb_array_elements(?::jsonb) x
-  on conflict (event_id, webhook_id) do nothing
-  returning id
-), new_syncs as (
+with ${NEW_DELIVERIES}, new_syncs as (
   insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status)
   select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending' from jsonb_array_elements(?::jsonb) x
   on conflict (submission_id, integration_id) do nothing
@@ -120,5 +127,42 @@ export async function fanOutSubmission(em: Em, job: { submissionId: string; outb
     ]);
     const idsOf = (kind: string) => rows.filter((r: any) => r.kind === kind).map((r: any) => r.id as string);
     return { submissionFound: true, deliveryIds: idsOf('delivery'), syncIds: idsOf('sync') };
+  });
+}
+
+/**
+ * The deletion's fan-out: one delivery row per enabled webhook of the organization subscribed to
+ * `submission.deleted` for that form or all forms, keyed by (event, webhook) like the created
+ * event's, so a re-run creates nothing new. The event is rebuilt from what the outbox row captured
+ * at deletion time, identically on every run.
+ */
+const DELETION_STORE_SQL = `
+with ${NEW_DELIVERIES}, processed as (
+  update outbox set processed_at = now() where id = ? and processed_at is null returning id
+)
+select id from new_deliveries
+union all select id from webhook_deliveries where event_id = ? and status = 'pending'`;
+
+export async function fanOutDeletion(em: Em, job: { submissionId: string; outboxId: string }): Promise<{ deliveryIds: string[] }> {
+  return em.transactional(async (tx) => {
+    const [row] = await tx.execute(
+      `select o.payload,
+              coalesce((select json_agg(w.id order by w.id) from webhooks w
+                         where w.organization_id = o.payload->>'organizationId' and w.enabled
+                           and (w.form_id is null or w.form_id = o.payload->>'formId') and w.events @> ?::jsonb), '[]') as webhook_ids
+         from outbox o where o.id = ? and o.topic = ?`,
+      [JSON.stringify([SUBMISSION_DELETED]), job.outboxId, SUBMISSION_DELETED_TOPIC],
+    );
+    if (!row) return { deliveryIds: [] };
+    const facts = row.payload as SubmissionDeletedFacts;
+    const event = buildSubmissionDeletedEvent(
+      { id: facts.formId, title: facts.formTitle }, { id: facts.submissionId, formId: facts.formId }, new Date(facts.deletedAt),
+    );
+    const deliveries = (row.webhook_ids as string[]).map((webhookId) => ({ id: newId('dlv'), webhookId }));
+    const rows = await tx.execute(DELETION_STORE_SQL, [
+      facts.organizationId, event.id, FORM_SUBMISSION_DELETED, JSON.stringify(event), JSON.stringify(deliveries),
+      job.outboxId, event.id,
+    ]);
+    return { deliveryIds: rows.map((r: any) => r.id as string) };
   });
 }

@@ -1,6 +1,8 @@
 import type { Em } from '../../db/orm';
 import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
+import { recordChangesSql } from './changes';
+import { recordSubmissionDeleted } from './store';
 
 export const REDACTED = 'Redacted';
 
@@ -73,9 +75,35 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
   return row ? { ...toRecord(row), formTitle: row.form_title } : null;
 }
 
-export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<boolean> {
-  const affected = await em.getConnection().execute(
-    'delete from submissions where id = ? and organization_id = ?', [submissionId, organizationId], 'run',
-  );
-  return (affected as any).affectedRows > 0;
+/** The change feed's record of a deletion, written in the deleting statement itself. */
+const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
+  'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
+
+/** Deletes one submission of an organization; answers its id, form and form title (no row: nothing deleted). */
+export const DELETE_SUBMISSION_SQL = `
+with gone as (
+  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
+), ${DELETED_CHANGE_SQL}
+select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
+
+export interface DeletedSubmission {
+  id: string;
+  formId: string;
+  /** The outbox row of the `submission.deleted` event, for the fan-out after commit. */
+  outboxId: string;
+}
+
+/** Null when the organization has no such submission. */
+export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<DeletedSubmission | null> {
+  return em.transactional(async (tx) => {
+    const [gone] = await tx.execute(DELETE_SUBMISSION_SQL, [submissionId, organizationId]);
+    if (!gone) return null;
+
+    // The deletion event, in the same transaction: what it says must be read now, while the form row
+    // and the submission's facts are at hand.
+    const outboxId = await recordSubmissionDeleted(tx, {
+      organizationId, submissionId: gone.id, formId: gone.form_id, formTitle: gone.form_title, deletedAt: new Date(),
+    });
+    return { id: gone.id, formId: gone.form_id, outboxId };
+  });
 }

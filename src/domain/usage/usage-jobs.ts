@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { jobIds } from '../../queues/catalogue';
-import { IDEMPOTENCY_TTL_HOURS } from '../submissions/store';
+import { IDEMPOTENCY_TTL_HOURS, SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/store';
 import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
 
 /** Rows younger than this are left to the enqueue that follows their own commit. */
@@ -10,6 +10,13 @@ const RELAY_MIN_AGE_SECONDS = 5;
 const RELAY_BATCH = 500;
 /** Longer than a fan-out's own retries take (10 attempts, exponential from 1 s: about 9 minutes). */
 const FAILED_FANOUT_RETRY_AFTER_MINUTES = 30;
+
+/** The fan-out job of each outbox topic; its id derives from the submission. */
+const FANOUT_OF_TOPIC = {
+  [SUBMISSION_CREATED_TOPIC]: { name: 'fanout', jobId: jobIds.fanout },
+  [SUBMISSION_DELETED_TOPIC]: { name: 'fanout-deletion', jobId: jobIds.fanoutDeletion },
+} as const;
+type OutboxTopic = keyof typeof FANOUT_OF_TOPIC;
 
 /**
  * Hands outbox rows that never reached the queue (Redis was down, or the process died between
@@ -20,18 +27,20 @@ const FAILED_FANOUT_RETRY_AFTER_MINUTES = 30;
 export async function relayOutbox(app: AppContext): Promise<number> {
   return app.orm.em.fork().transactional(async (tx) => {
     const rows = await tx.execute(
-      `select id::text as id, payload, created_at < now() - interval '${FAILED_FANOUT_RETRY_AFTER_MINUTES} minutes' as stale from outbox
-        where processed_at is null and topic = 'submission.created' and created_at < now() - interval '${RELAY_MIN_AGE_SECONDS} seconds'
+      `select id::text as id, topic, payload, created_at < now() - interval '${FAILED_FANOUT_RETRY_AFTER_MINUTES} minutes' as stale from outbox
+        where processed_at is null and topic in (?, ?) and created_at < now() - interval '${RELAY_MIN_AGE_SECONDS} seconds'
         order by created_at limit ${RELAY_BATCH} for update skip locked`,
+      [SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC],
     );
     if (rows.length === 0) return 0;
     const queue = app.producer.queue('submissions');
+    const jobIdOf = (row: any) => FANOUT_OF_TOPIC[row.topic as OutboxTopic].jobId(row.payload.submissionId);
     await queue.addBulk(rows.map((row: any) => ({
-      name: 'fanout',
+      name: FANOUT_OF_TOPIC[row.topic as OutboxTopic].name,
       data: { submissionId: row.payload.submissionId, outboxId: row.id },
-      opts: { jobId: jobIds.fanout(row.payload.submissionId) },
+      opts: { jobId: jobIdOf(row) },
     })));
-    await retryFailedFanouts(queue, rows.filter((row: any) => row.stale).map((row: any) => row.payload.submissionId));
+    await retryFailedFanouts(queue, rows.filter((row: any) => row.stale).map(jobIdOf));
     return rows.length;
   });
 }
@@ -41,9 +50,9 @@ export async function relayOutbox(app: AppContext): Promise<number> {
  * its job id in the failed set, where adding it again does nothing: the relay retries it instead,
  * for rows that have waited long enough that this is not a job still being retried.
  */
-async function retryFailedFanouts(queue: Queue, submissionIds: string[]): Promise<void> {
-  for (const submissionId of submissionIds) {
-    const job = await queue.getJob(jobIds.fanout(submissionId));
+async function retryFailedFanouts(queue: Queue, fanoutJobIds: string[]): Promise<void> {
+  for (const jobId of fanoutJobIds) {
+    const job = await queue.getJob(jobId);
     if (job && (await job.isFailed())) await job.retry('failed');
   }
 }

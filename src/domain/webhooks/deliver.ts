@@ -17,6 +17,8 @@ interface DeliveryRow {
   url: string;
   enabled: boolean;
   secret_sealed: string;
+  /** Set only while the rotated-out secret is within its grace. */
+  previous_secret_sealed: string | null;
   failing_since: Date | null;
 }
 
@@ -72,7 +74,8 @@ export async function attemptDelivery(
 ): Promise<DeliveryRun> {
   const em = app.orm.em.fork();
   const [row] = await em.execute<DeliveryRow[]>(
-    `select d.id, d.payload, d.status, d.event_type, w.id as webhook_id, w.url, w.enabled, w.secret_sealed, w.failing_since
+    `select d.id, d.payload, d.status, d.event_type, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
+            case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
        from webhook_deliveries d join webhooks w on w.id = d.webhook_id
       where d.id = ?`,
     [deliveryId],
@@ -88,7 +91,8 @@ export async function attemptDelivery(
   }
 
   const result = await sendSigned(app.config, {
-    url: row.url, secret: unseal(row.secret_sealed, app.decryptionKeys), body: row.payload,
+    url: row.url, secret: unseal(row.secret_sealed, app.decryptionKeys),
+    previousSecret: row.previous_secret_sealed ? unseal(row.previous_secret_sealed, app.decryptionKeys) : null, body: row.payload,
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();

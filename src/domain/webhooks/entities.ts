@@ -11,6 +11,9 @@ export class Webhook {
   @Property({ type: 'boolean' }) enabled = true;
   /** Sealed with ENCRYPTION_KEY. */
   @Property({ type: 'text' }) secretSealed!: string;
+  /** The secret a rotation replaced, sealed; deliveries are also signed with it until it expires. */
+  @Property({ type: 'text', nullable: true }) previousSecretSealed: string | null = null;
+  @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) previousSecretExpiresAt: Date | null = null;
   /** Start of the current run of failed deliveries; cleared by any success. */
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) failingSince: Date | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();

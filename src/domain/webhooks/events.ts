@@ -6,10 +6,14 @@ import { signPayload } from './signing';
 export const SUBMISSION_CREATED = 'submission.created';
 /** The event type on the wire (body `type` and `X-Service-Event`). */
 export const FORM_SUBMISSION_CREATED = 'form.submission.created';
+export const SUBMISSION_DELETED = 'submission.deleted';
+export const FORM_SUBMISSION_DELETED = 'form.submission.deleted';
 export const WEBHOOK_TEST = 'webhook.test';
 export const EVENT_ALIASES: Record<string, string> = {
   [SUBMISSION_CREATED]: SUBMISSION_CREATED,
   [FORM_SUBMISSION_CREATED]: SUBMISSION_CREATED,
+  [SUBMISSION_DELETED]: SUBMISSION_DELETED,
+  [FORM_SUBMISSION_DELETED]: SUBMISSION_DELETED,
 };
 export const USER_AGENT = 'FormService-Webhooks/1';
 
@@ -21,6 +25,14 @@ export function normalizeEvents(events: readonly string[]): string[] {
 /** One event per submission, so a re-run of the fan-out maps to the same delivery rows. */
 export function eventIdForSubmission(submissionId: string): string {
   return `evt_${submissionId.replace(/^sub_/, '')}`;
+}
+
+/**
+ * The deletion of a submission is one event too; the suffix keeps it apart from the created
+ * event's id (`_` is not a base62 character, so no submission id can produce it).
+ */
+export function deletionEventIdForSubmission(submissionId: string): string {
+  return `${eventIdForSubmission(submissionId)}_deleted`;
 }
 
 /** All the payload needs of a field. */
@@ -69,18 +81,42 @@ export function buildSubmissionEvent(form: { id: string; title: string }, submis
   };
 }
 
+export interface SubmissionDeletedEvent {
+  id: string;
+  type: typeof FORM_SUBMISSION_DELETED;
+  createdAt: string;
+  data: { form: { id: string; title: string }; submission: { id: string; formId: string } };
+}
+
+/** Built when the submission is deleted: afterwards nothing of it is left to read. */
+export function buildSubmissionDeletedEvent(
+  form: { id: string; title: string }, submission: { id: string; formId: string }, deletedAt: Date,
+): SubmissionDeletedEvent {
+  return {
+    id: deletionEventIdForSubmission(submission.id),
+    type: FORM_SUBMISSION_DELETED,
+    createdAt: deletedAt.toISOString(),
+    data: { form: { id: form.id, title: form.title }, submission: { id: submission.id, formId: submission.formId } },
+  };
+}
+
 export function buildTestEvent(eventId: string, webhookId: string, now: Date) {
   return { id: eventId, type: WEBHOOK_TEST, createdAt: now.toISOString(), data: { webhookId } };
 }
 
-/** Headers of one attempt: signed over this attempt's timestamp and the exact body sent. */
+/**
+ * Headers of one attempt: signed over this attempt's timestamp and the exact body sent. While a
+ * rotated-out secret is still within its grace, the same bytes are also signed with it, so a
+ * receiver that has not deployed the new secret yet keeps verifying.
+ */
 export function deliveryHeaders(opts: {
-  secret: string; body: string; eventType: string; deliveryId: string; nowSeconds: number;
+  secret: string; previousSecret?: string | null; body: string; eventType: string; deliveryId: string; nowSeconds: number;
 }): Record<string, string> {
   return {
     'Content-Type': 'application/json',
     'User-Agent': USER_AGENT,
     'X-Service-Signature': signPayload(opts.secret, opts.nowSeconds, opts.body),
+    ...(opts.previousSecret ? { 'X-Service-Signature-Previous': signPayload(opts.previousSecret, opts.nowSeconds, opts.body) } : {}),
     'X-Service-Timestamp': String(opts.nowSeconds),
     'X-Service-Event': opts.eventType,
     'X-Service-Delivery': opts.deliveryId,

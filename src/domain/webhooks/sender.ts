@@ -6,6 +6,8 @@ import { excerpt, isSuccess, parseRetryAfter, RESPONSE_EXCERPT_BYTES, statusErro
 export interface SendTarget {
   url: string;
   secret: string;
+  /** The rotated-out secret while it is within its grace; null or absent otherwise. */
+  previousSecret?: string | null;
   body: string;
   eventType: string;
   deliveryId: string;
@@ -32,7 +34,7 @@ function describeOutboundError(err: OutboundError, timeoutMs: number): string {
 export async function sendSigned(config: Readonly<Config>, target: SendTarget): Promise<SendResult> {
   const started = performance.now();
   const headers = deliveryHeaders({
-    secret: target.secret, body: target.body, eventType: target.eventType, deliveryId: target.deliveryId,
+    secret: target.secret, previousSecret: target.previousSecret, body: target.body, eventType: target.eventType, deliveryId: target.deliveryId,
     nowSeconds: Math.floor(Date.now() / 1000),
   });
   try {

@@ -1,3 +1,4 @@
+import { LockMode } from '@mikro-orm/core';
 import type { Config } from '../../../config';
 import type { Em } from '../../db/orm';
 import { seal, unseal } from '../../lib/crypto';
@@ -11,6 +12,11 @@ import { sendSigned } from './sender';
 
 export const SECRET_PREFIX = 'whsec_';
 const SECRET_LENGTH = 32;
+export const MAX_WEBHOOKS_PER_ORGANIZATION = 100;
+export const DEFAULT_ROTATION_GRACE_SECONDS = 86_400;
+export const MAX_ROTATION_GRACE_SECONDS = 604_800;
+/** Deliveries one recovery call re-queues at most, oldest first; a later call picks up the rest. */
+export const RECOVERY_BATCH = 1_000;
 
 export interface WebhookInput {
   name: string;
@@ -27,6 +33,9 @@ export class WebhookFormNotFound extends Error {}
 
 /** The URL is malformed, of a refused scheme, or resolves to a refused address. */
 export class UnsafeWebhookTarget extends Error {}
+
+/** The organization already has as many webhooks as it may. */
+export class WebhookLimitReached extends Error {}
 
 export async function checkFormOfOrganization(em: Em, organizationId: string, formId: string | null | undefined): Promise<void> {
   if (formId && !(await findForm(em, organizationId, formId))) throw new WebhookFormNotFound('Form not found');
@@ -48,7 +57,11 @@ export function newWebhookSecret(): string {
   return `${SECRET_PREFIX}${randomBase62(SECRET_LENGTH)}`;
 }
 
-/** The secret is returned here only; it is stored sealed. */
+/**
+ * The secret is returned here only; it is stored sealed. The count and the insert happen under a
+ * lock on the organization's row, so concurrent creates cannot pass the cap together (`no key
+ * update` leaves the row's foreign-key users, such as submission inserts, unblocked).
+ */
 export async function createWebhook(
   em: Em, organizationId: string, input: WebhookInput, opts: { allowPrivate: boolean; encryptionKey: Buffer },
 ): Promise<{ webhook: Webhook; secret: string }> {
@@ -59,8 +72,52 @@ export async function createWebhook(
     id: newId('wh'), organizationId, formId: input.formId ?? null, name: input.name, url: input.url,
     events: normalizeEvents(input.events), enabled: input.enabled ?? true, secretSealed: seal(secret, opts.encryptionKey),
   });
-  await em.persistAndFlush(webhook);
+  await em.transactional(async (tx) => {
+    await tx.execute('select 1 from organizations where id = ? for no key update', [organizationId]);
+    const [{ count }] = await tx.execute('select count(*)::int as count from webhooks where organization_id = ?', [organizationId]);
+    if (count >= MAX_WEBHOOKS_PER_ORGANIZATION) {
+      throw new WebhookLimitReached(`An organization may have at most ${MAX_WEBHOOKS_PER_ORGANIZATION} webhooks; delete one first`);
+    }
+    tx.persist(webhook);
+  });
   return { webhook, secret };
+}
+
+export interface RotatedSecret {
+  webhook: Webhook;
+  secret: string;
+  previousSecretExpiresAt: Date | null;
+}
+
+/**
+ * A new signing secret. The one it replaces keeps signing (as the previous signature) for
+ * `graceSeconds`; 0 retires it at once. Only the secret just replaced is kept, whatever an earlier
+ * rotation left, and the row lock makes concurrent rotations take turns.
+ */
+export async function rotateWebhookSecret(
+  em: Em, organizationId: string, webhookId: string, graceSeconds: number, encryptionKey: Buffer,
+): Promise<RotatedSecret | null> {
+  return em.transactional(async (tx) => {
+    const webhook = await tx.findOne(Webhook, { id: webhookId, organizationId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (!webhook) return null;
+    const now = new Date();
+    const secret = newWebhookSecret();
+    const previousSecretExpiresAt = graceSeconds > 0 ? new Date(now.getTime() + graceSeconds * 1000) : null;
+    Object.assign(webhook, {
+      previousSecretSealed: previousSecretExpiresAt ? webhook.secretSealed : null,
+      previousSecretExpiresAt,
+      secretSealed: seal(secret, encryptionKey),
+      updatedAt: now,
+    });
+    return { webhook, secret, previousSecretExpiresAt };
+  });
+}
+
+/** The rotated-out secret, in clear, while it is within its grace; null otherwise. */
+export function previousSecretInGrace(webhook: Webhook, decryptionKeys: readonly Buffer[], now = new Date()): string | null {
+  if (!webhook.previousSecretSealed || !webhook.previousSecretExpiresAt) return null;
+  if (webhook.previousSecretExpiresAt.getTime() <= now.getTime()) return null;
+  return unseal(webhook.previousSecretSealed, decryptionKeys);
 }
 
 export async function listWebhooks(em: Em, organizationId: string, formId?: string): Promise<Webhook[]> {
@@ -114,6 +171,28 @@ export async function resetDeliveryForRetry(
   return delivery;
 }
 
+/**
+ * Failed deliveries of the webhook created in [since, until) go back to pending, due now, keeping
+ * their ids; at most RECOVERY_BATCH per call, oldest first. A delivery some other call is
+ * recovering at the same moment is skipped rather than waited for. The caller queues the ids.
+ */
+export async function recoverFailedDeliveries(
+  em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date },
+): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set status = 'pending', next_attempt_at = now(), updated_at = now()
+      where id in (
+        select id from webhook_deliveries
+         where webhook_id = ? and organization_id = ? and status = 'failed' and created_at >= ? and created_at < ?
+         order by created_at, id limit ${RECOVERY_BATCH}
+         for update skip locked)
+        and status = 'failed'
+      returning id`,
+    [webhookId, organizationId, window.since.toISOString(), window.until.toISOString()],
+  );
+  return rows.map((row) => row.id);
+}
+
 export interface TestSendOutcome {
   delivered: boolean;
   statusCode: number | null;
@@ -125,7 +204,8 @@ export interface TestSendOutcome {
 export async function sendTestEvent(config: Readonly<Config>, webhook: Webhook, decryptionKeys: readonly Buffer[]): Promise<TestSendOutcome> {
   const body = JSON.stringify(buildTestEvent(newId('evt'), webhook.id, new Date()));
   const result = await sendSigned(config, {
-    url: webhook.url, secret: unseal(webhook.secretSealed, decryptionKeys), body, eventType: WEBHOOK_TEST,
+    url: webhook.url, secret: unseal(webhook.secretSealed, decryptionKeys),
+    previousSecret: previousSecretInGrace(webhook, decryptionKeys), body, eventType: WEBHOOK_TEST,
     deliveryId: newId('dlv'),
   });
   return {

@@ -7,9 +7,9 @@ import { authenticated } from '../pipeline';
 import { formIdParam } from './schemas';
 
 export function registerAnalyticsRoutes(server: Server, app: AppContext): void {
-  server.get('/v1/forms/:formId/analytics', authenticated(app, 'forms:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/forms/:formId/analytics', authenticated(app, 'forms:read', async ({ em, readEm, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
-    return { status: 200, body: await formAnalytics(em, organizationId, formId) };
+    return { status: 200, body: await formAnalytics(readEm, organizationId, formId) };
   }));
 }

@@ -1,15 +1,25 @@
 import Joi from 'joi';
-import type { Server } from 'restify';
+import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { createSubmission, submitterErrors, type SubmissionRefusal } from '../../domain/submissions/create-submission';
+import { findForm } from '../../domain/forms/form-service';
+import {
+  BATCH_MAX_ITEMS, createSubmissionBatch, type BatchItemOutcome, type BatchRequest,
+} from '../../domain/submissions/batch-submission';
+import { readChanges } from '../../domain/submissions/change-feed';
+import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
+import {
+  createSubmission, enqueueDeletionFanout, submitterErrors, type SubmissionInput, type SubmissionRefusal,
+} from '../../domain/submissions/create-submission';
+import {
+  EXPORT_CONTENT_TYPES, ExportCapacityReached, openSubmissionExport, type ExportFormat,
+} from '../../domain/submissions/export';
 import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
-import { findForm } from '../../domain/forms/form-service';
 import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
-import { formIdParam, submissionIdParam } from './schemas';
+import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
@@ -25,6 +35,19 @@ const listQuerySchema = Joi.object({
   offset: Joi.number().integer().min(0).default(0),
   startDate: isoDate,
   endDate: isoDate,
+}).unknown(true);
+
+const exportQuerySchema = Joi.object({
+  format: Joi.string().valid('csv', 'ndjson').required(),
+  startDate: isoDate,
+  endDate: isoDate,
+}).unknown(true);
+
+const changesQuerySchema = Joi.object({
+  after: Joi.string().allow('').custom((value: string, helpers) =>
+    decodeCursor(value) === null ? helpers.message({ custom: '{{#label}} is not a cursor this service issued' }) : value),
+  formId: Joi.string(),
+  limit: Joi.number().integer().min(1).max(1000).default(100),
 }).unknown(true);
 
 /** A date alone covers its whole UTC day; a date-time is exact. */
@@ -56,25 +79,55 @@ export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
   }
 }
 
+function idempotencyKeyHeader(req: Request): string | null {
+  const key = req.header('idempotency-key') || null;
+  if (key && key.length > IDEMPOTENCY_KEY_MAX) {
+    throw errors.validation([{ field: 'Idempotency-Key', message: `must be at most ${IDEMPOTENCY_KEY_MAX} characters` }]);
+  }
+  return key;
+}
+
+/** One submission as the API takes it: `data` plus the submitter metadata; other keys are errors. */
+function submissionInput(body: unknown): SubmissionInput {
+  const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+  const { submitterEmail, submitterName, data, ...unknownKeys } = input;
+  return {
+    data, source: 'api',
+    submitterEmail: typeof submitterEmail === 'string' ? submitterEmail : null,
+    submitterName: typeof submitterName === 'string' ? submitterName : null,
+    metadataErrors: [
+      ...submitterErrors(submitterEmail, submitterName),
+      ...Object.keys(unknownKeys).map((k) => ({ field: k, message: 'Unknown property' })),
+    ],
+  };
+}
+
+/** The batch's items, or what is wrong with its envelope. */
+function batchEnvelope(body: unknown): BatchRequest['envelope'] {
+  const { submissions, ...others } = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+  const errs = Object.keys(others).map((k) => ({ field: k, message: 'Unknown property' }));
+  if (!Array.isArray(submissions)) errs.unshift({ field: 'submissions', message: 'submissions must be an array' });
+  else if (submissions.length === 0 || submissions.length > BATCH_MAX_ITEMS) {
+    errs.unshift({ field: 'submissions', message: `submissions must hold 1 to ${BATCH_MAX_ITEMS} items` });
+  }
+  if (errs.length) return { errors: errs };
+  return { items: (submissions as unknown[]).map((item) => ({ ...submissionInput(item), body: item })) };
+}
+
+function batchResult(outcome: BatchItemOutcome) {
+  if (outcome.ok) return { index: outcome.index, status: 201, submission: outcome.submission };
+  const error = refusalToApiError(outcome.refusal);
+  return { index: outcome.index, status: error.status, error: error.toJSON() };
+}
+
 export function registerSubmissionRoutes(server: Server, app: AppContext): void {
   server.post('/v1/forms/:formId/submissions', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
     const body = json();
     const formId = formIdParam(req);
     if (!formId) throw errors.notFound('Form not found');
-    const idempotencyKey = req.header('idempotency-key') || null;
-    if (idempotencyKey && idempotencyKey.length > IDEMPOTENCY_KEY_MAX) {
-      throw errors.validation([{ field: 'Idempotency-Key', message: `must be at most ${IDEMPOTENCY_KEY_MAX} characters` }]);
-    }
-    const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
-    const { submitterEmail, submitterName, data, ...unknownKeys } = input;
-    const metadataErrors = [
-      ...submitterErrors(submitterEmail, submitterName),
-      ...Object.keys(unknownKeys).map((k) => ({ field: k, message: 'Unknown property' })),
-    ];
+    const idempotencyKey = idempotencyKeyHeader(req);
     const result = await createSubmission(app, {
-      organizationId, formId, data, source: 'api', idempotencyKey, requestBody: body, metadataErrors,
-      submitterEmail: typeof submitterEmail === 'string' ? submitterEmail : null,
-      submitterName: typeof submitterName === 'string' ? submitterName : null,
+      organizationId, formId, idempotencyKey, requestBody: body, ...submissionInput(body),
     });
     if (!result.ok) throw refusalToApiError(result.refusal);
     return {
@@ -84,11 +137,11 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
-    const { items, total } = await listSubmissions(em, organizationId, formId, {
+    const { items, total } = await listSubmissions(readEm, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
     });
     return {
@@ -99,6 +152,60 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
           createdAt: s.createdAt.toISOString(), data: redact(s.data),
         })),
         pagination: { limit: query.limit, offset: query.offset, total },
+      },
+    };
+  }));
+
+  server.post('/v1/forms/:formId/submissions/batch', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
+    const body = json();
+    const formId = formIdParam(req);
+    if (!formId) throw errors.notFound('Form not found');
+    const result = await createSubmissionBatch(app, {
+      organizationId, formId, envelope: batchEnvelope(body), idempotencyKey: idempotencyKeyHeader(req), requestBody: body,
+    });
+    if (!result.ok) throw refusalToApiError(result.refusal);
+    return {
+      status: 200,
+      body: { results: result.outcomes.map(batchResult) },
+      headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
+    };
+  }));
+
+  server.get('/v1/forms/:formId/submissions/export', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+    const formId = formIdParam(req);
+    if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
+    const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
+    const form = await app.formCache.get(formId, true);
+    if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
+    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate))
+      .catch((err) => {
+        if (err instanceof ExportCapacityReached) throw errors.serviceUnavailable('Too many exports are running; retry shortly');
+        throw err;
+      });
+    return {
+      status: 200,
+      headers: {
+        'Content-Type': EXPORT_CONTENT_TYPES[query.format],
+        'Content-Disposition': `attachment; filename="${form.id}-submissions.${query.format}"`,
+      },
+      stream,
+    };
+  }));
+
+  server.get('/v1/submissions/changes', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
+    const formId = typeof req.query?.formId === 'string' ? req.query.formId : null;
+    if (req.query?.formId !== undefined && (!formId || !FORM_ID.test(formId) || !(await findForm(em, organizationId, formId)))) {
+      throw errors.notFound('Form not found');
+    }
+    const query = validate<{ after?: string; limit: number }>(changesQuerySchema, req.query ?? {});
+    const after = query.after ? decodeCursor(query.after)! : START_POSITION;
+    const { changes, hasMore } = await readChanges(readEm, organizationId, { after, formId, limit: query.limit });
+    return {
+      status: 200,
+      body: {
+        changes: changes.map(({ position: _position, ...change }) => change),
+        nextCursor: changes.length ? encodeCursor(changes[changes.length - 1].position) : (query.after || encodeCursor(after)),
+        hasMore,
       },
     };
   }));
@@ -124,7 +231,9 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
     const id = submissionIdParam(req);
-    if (!id || !(await deleteSubmission(em, organizationId, id))) throw errors.notFound('Submission not found');
+    const deleted = id && (await deleteSubmission(em, organizationId, id));
+    if (!deleted) throw errors.notFound('Submission not found');
+    enqueueDeletionFanout(app, deleted.id, deleted.outboxId);
     return { status: 204 };
   }));
 }

@@ -8,10 +8,11 @@ import { maxAttempts } from '../../domain/webhooks/policy';
 import {
   createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
   checkFormOfOrganization, sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound,
-  type WebhookInput, type WebhookPatch,
+  WebhookLimitReached, rotateWebhookSecret, recoverFailedDeliveries, DEFAULT_ROTATION_GRACE_SECONDS,
+  MAX_ROTATION_GRACE_SECONDS, type WebhookInput, type WebhookPatch,
 } from '../../domain/webhooks/webhook-service';
 import { jobIds } from '../../queues/catalogue';
-import { errors } from '../errors';
+import { ApiError, errors } from '../errors';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { FORM_ID } from './schemas';
@@ -42,6 +43,16 @@ const listQuerySchema = Joi.object({
   formId: Joi.string().pattern(FORM_ID).messages({ 'string.pattern.base': 'formId must be a form id' }),
 }).unknown(true);
 
+const rotateSchema = Joi.object({
+  graceSeconds: Joi.number().integer().min(0).max(MAX_ROTATION_GRACE_SECONDS).default(DEFAULT_ROTATION_GRACE_SECONDS),
+}).required();
+
+const dateTime = Joi.date().iso().messages({ 'date.format': '{{#label}} must be an ISO 8601 date-time' });
+const recoverSchema = Joi.object({
+  since: dateTime.required(),
+  until: dateTime.greater(Joi.ref('since')),
+}).required();
+
 const pageQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),
   offset: Joi.number().integer().min(0).default(0),
@@ -68,6 +79,11 @@ function pathId(req: Request, name: string, pattern: RegExp): string | null {
   return typeof id === 'string' && pattern.test(id) ? id : null;
 }
 
+function isEmptyBody(req: Request): boolean {
+  const raw = req.body;
+  return raw === undefined || raw === null || (typeof raw === 'string' ? raw.trim() === '' : Buffer.isBuffer(raw) && raw.length === 0);
+}
+
 const webhookNotFound = () => errors.notFound('Webhook not found');
 
 /** A well-formed `formId` naming no form of the organization is a 404, which comes before body validation (CONTRACT §11). */
@@ -82,8 +98,30 @@ async function formOfBodyOrNotFound(em: Em, organizationId: string, body: unknow
 function translateRefusal(err: unknown): never {
   if (err instanceof WebhookFormNotFound) throw errors.notFound('Form not found');
   if (err instanceof UnsafeWebhookTarget) throw errors.validation([{ field: 'url', message: err.message }]);
+  if (err instanceof WebhookLimitReached) throw errors.validation([{ field: 'webhooks', message: err.message }], err.message);
   throw err;
 }
+
+/**
+ * Queues a delivery's job under its one stable id: a waiting or delayed job of it (say, one sitting
+ * out a long retry delay) is replaced so the delivery goes now, and a running one is left to
+ * finish, so repeated requests never start a second chain of attempts.
+ */
+async function queueDeliveryNow(app: AppContext, deliveryId: string): Promise<void> {
+  await app.producer.requeue('webhooks', 'deliver', { deliveryId }, {
+    jobId: jobIds.deliver(deliveryId), attempts: maxAttempts(app.config.webhookRetryDelaysMs), replaceWaiting: true,
+  });
+}
+
+const QUEUE_CONCURRENCY = 20;
+
+async function queueDeliveriesNow(app: AppContext, deliveryIds: string[]): Promise<void> {
+  for (let i = 0; i < deliveryIds.length; i += QUEUE_CONCURRENCY) {
+    await Promise.all(deliveryIds.slice(i, i + QUEUE_CONCURRENCY).map((id) => queueDeliveryNow(app, id)));
+  }
+}
+
+const queueUnavailable = () => errors.serviceUnavailable('The delivery queue is unavailable; retry later');
 
 export function registerWebhookRoutes(server: Server, app: AppContext): void {
   const targetPolicy = { allowPrivate: app.config.webhookAllowPrivateTargets };
@@ -142,13 +180,37 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     if (!webhookId || !(await findWebhook(em, organizationId, webhookId))) throw webhookNotFound();
     const delivery = deliveryId && (await resetDeliveryForRetry(em, organizationId, webhookId, deliveryId));
     if (!delivery) throw errors.notFound('Delivery not found');
-    // A new job id: the earlier job for this delivery may still be retained by the queue.
-    await app.producer.add('webhooks', 'deliver', { deliveryId: delivery.id }, {
-      jobId: jobIds.deliver(delivery.id, Date.now()), attempts: maxAttempts(app.config.webhookRetryDelaysMs),
-    }).catch(() => {
-      throw errors.serviceUnavailable('The delivery queue is unavailable; retry later');
-    });
+    await queueDeliveryNow(app, delivery.id).catch(() => { throw queueUnavailable(); });
     return { status: 202, body: { delivery: presentDelivery(delivery) } };
+  }));
+
+  server.post('/v1/webhooks/:webhookId/rotate-secret', authenticated(app, 'webhooks:write', async ({ em, organizationId, req, json }) => {
+    // The body is optional here: nothing at all means the default grace.
+    const body = isEmptyBody(req) ? {} : json();
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    if (!id || !(await findWebhook(em, organizationId, id))) throw webhookNotFound();
+    const { graceSeconds } = validate<{ graceSeconds: number }>(rotateSchema, body);
+    const rotated = await rotateWebhookSecret(em, organizationId, id, graceSeconds, app.encryptionKey);
+    if (!rotated) throw webhookNotFound();
+    return {
+      status: 200,
+      body: {
+        webhook: { ...presentWebhook(rotated.webhook), secret: rotated.secret },
+        previousSecretExpiresAt: rotated.previousSecretExpiresAt?.toISOString() ?? null,
+      },
+    };
+  }));
+
+  server.post('/v1/webhooks/:webhookId/recover', authenticated(app, 'webhooks:write', async ({ em, organizationId, req, json }) => {
+    const body = json();
+    const id = pathId(req, 'webhookId', WEBHOOK_ID);
+    const webhook = id && (await findWebhook(em, organizationId, id));
+    if (!webhook) throw webhookNotFound();
+    const window = validate<{ since: Date; until?: Date }>(recoverSchema, body);
+    if (!webhook.enabled) throw new ApiError(409, 'webhook_disabled', 'The webhook is disabled; enable it before recovering its deliveries');
+    const ids = await recoverFailedDeliveries(em, organizationId, webhook.id, { since: window.since, until: window.until ?? new Date() });
+    await queueDeliveriesNow(app, ids).catch(() => { throw queueUnavailable(); });
+    return { status: 202, body: { queued: ids.length } };
   }));
 
   server.post('/v1/webhooks/:webhookId/test', authenticated(app, 'webhooks:write', async ({ em, organizationId, req }) => {

@@ -1,0 +1,149 @@
+import type { AppContext } from '../../app';
+import {
+  checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmission, submissionStored, submittableForm,
+  type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
+  type SubmissionResult,
+} from './create-submission';
+import { findIdempotencyRecord, findIdempotencyRecords, insertSubmissionBatch, storeIdempotencyRecord } from './store';
+import type { FieldError } from './validate';
+
+export const BATCH_MAX_ITEMS = 100;
+/** Payment intents of one batch verified with Stripe at the same time. */
+const PAYMENT_CHECKS_AT_ONCE = 8;
+
+export interface BatchItem extends SubmissionInput {
+  /** The item as sent: its fingerprint is the one it would have if posted alone. */
+  body: unknown;
+}
+
+export interface BatchRequest {
+  organizationId: string;
+  formId: string;
+  /** The items, or what is wrong with the envelope (reported after the form's own checks). */
+  envelope: { items: BatchItem[] } | { errors: FieldError[] };
+  idempotencyKey: string | null;
+  requestBody: unknown;
+}
+
+export type BatchItemOutcome =
+  | { index: number; ok: true; submission: CreatedSubmission }
+  | { index: number; ok: false; refusal: SubmissionRefusal };
+
+export type BatchResult =
+  | { ok: true; outcomes: BatchItemOutcome[]; replayed: boolean }
+  | { ok: false; refusal: SubmissionRefusal };
+
+/**
+ * An item's own idempotency key, derived from the batch's: a retried batch replays the items an
+ * earlier attempt stored and stores only the rest. A header value cannot hold a line feed, so no
+ * key a client sends can collide with one of these.
+ */
+export function itemIdempotencyKey(batchKey: string, index: number): string {
+  return `${batchKey}\n${index}`;
+}
+
+function outcomeOf(index: number, result: SubmissionResult): BatchItemOutcome {
+  return result.ok ? { index, ok: true, submission: result.submission } : { index, ok: false, refusal: result.refusal };
+}
+
+async function mapAtMost<T, R>(items: T[], atOnce: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(atOnce, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  }));
+  return out;
+}
+
+/** One statement can store them only if they share a quota month and no payment intent repeats. */
+function storableTogether(ready: CheckedSubmission[]): boolean {
+  const intents = ready.map((c) => c.row.paymentIntentId).filter((id): id is string => id !== null);
+  return ready.length > 1 && new Set(ready.map((c) => c.row.month)).size === 1 && new Set(intents).size === intents.length;
+}
+
+/**
+ * Up to 100 submissions to one form, each checked and stored as if it had been posted alone, in
+ * order. The common case costs one statement for all of them; whatever that statement cannot
+ * decide as a whole (the quota runs out midway, an intent or key taken meanwhile) is stored item
+ * by item through the single-submission path, which gives each the answer it alone would get.
+ */
+export async function createSubmissionBatch(app: AppContext, request: BatchRequest): Promise<BatchResult> {
+  const idem = request.idempotencyKey
+    ? { key: request.idempotencyKey, requestHash: requestFingerprint(`${request.formId}/batch`, request.requestBody) }
+    : null;
+  if (idem) {
+    const stored = await findIdempotencyRecord(app.orm, request.organizationId, idem.key);
+    if (stored) {
+      if (stored.requestHash !== idem.requestHash) return { ok: false, refusal: { kind: 'idempotency_key_reused' } };
+      return { ok: true, outcomes: (stored.body as { results: BatchItemOutcome[] }).results, replayed: true };
+    }
+  }
+
+  const first = await submittableForm(app, request.organizationId, request.formId, false);
+  if ('refusal' in first) return { ok: false, refusal: first.refusal };
+  if ('errors' in request.envelope) return { ok: false, refusal: { kind: 'invalid_fields', errors: request.envelope.errors } };
+  const { items } = request.envelope;
+
+  const outcomes: Array<BatchItemOutcome | undefined> = new Array(items.length);
+  const itemIdem: IdempotencyClaim[] = items.map((item, i) => (idem
+    ? { key: itemIdempotencyKey(idem.key, i), requestHash: requestFingerprint(request.formId, item.body) }
+    : null));
+  if (idem) {
+    const stored = await findIdempotencyRecords(app.orm, request.organizationId, itemIdem.map((c) => c!.key));
+    itemIdem.forEach((claim, i) => {
+      const record = stored.get(claim!.key);
+      if (record) outcomes[i] = outcomeOf(i, replay(record, claim!.requestHash));
+    });
+  }
+
+  let form = first.form;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    if (attempt > 0) {
+      const found = await submittableForm(app, request.organizationId, request.formId, true);
+      if ('refusal' in found) {
+        outcomes.forEach((o, i) => { outcomes[i] = o ?? { index: i, ok: false, refusal: found.refusal }; });
+        break;
+      }
+      form = found.form;
+    }
+    const pending = items.map((_, i) => i).filter((i) => !outcomes[i]);
+    const checks = await mapAtMost(pending, PAYMENT_CHECKS_AT_ONCE, (i) => checkSubmission(app, form, items[i], itemIdem[i]));
+    const ready: Array<{ index: number; checked: CheckedSubmission }> = [];
+    checks.forEach((check, k) => {
+      const index = pending[k];
+      if (check.ok) ready.push({ index, checked: check.checked });
+      else outcomes[index] = { index, ok: false, refusal: check.refusal };
+    });
+    if (ready.length === 0) break;
+
+    if (storableTogether(ready.map((r) => r.checked))) {
+      const together = await insertSubmissionBatch(app.orm, ready.map((r) => r.checked.row));
+      if (together.kind === 'form_changed') continue;
+      if (together.kind === 'created') {
+        for (const { index, checked } of ready) {
+          submissionStored(app, checked.row, together.outboxIds.get(checked.row.id)!);
+          outcomes[index] = { index, ok: true, submission: checked.submission };
+        }
+        break;
+      }
+    }
+    let decideAgain = false;
+    for (const { index, checked } of ready) {
+      const result = await storeCheckedSubmission(app, checked);
+      if (result === DECIDE_AGAIN) { decideAgain = true; break; }
+      outcomes[index] = outcomeOf(index, result);
+    }
+    if (!decideAgain) break;
+  }
+  if (outcomes.some((o) => !o)) throw new Error('form kept changing while the batch was being stored');
+
+  const results = outcomes as BatchItemOutcome[];
+  // A refusal that a retry may not get again (the payment backend was away) is not kept.
+  if (idem && !results.some((o) => !o.ok && o.refusal.kind === 'payment_unavailable')) {
+    await storeIdempotencyRecord(app.orm, request.organizationId, idem.key, { ...idem, status: 200, body: { results } });
+  }
+  return { ok: true, outcomes: results, replayed: false };
+}

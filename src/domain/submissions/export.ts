@@ -1,0 +1,155 @@
+import { stringify } from 'csv-stringify';
+import { Transform, type Readable } from 'node:stream';
+import QueryStream from 'pg-query-stream';
+import type { Orm } from '../../db/orm';
+import type { CachedForm } from '../forms/form-cache';
+import type { Field } from '../forms/types';
+import { keyByLabel, redact } from './read-service';
+
+export type ExportFormat = 'csv' | 'ndjson';
+
+export const EXPORT_CONTENT_TYPES: Record<ExportFormat, string> = {
+  csv: 'text/csv; charset=utf-8',
+  ndjson: 'application/x-ndjson',
+};
+
+/** Rows fetched per round trip, and so about how many are held in memory at once. */
+const FETCH_ROWS = 500;
+/** An export may outlast ordinary statements while a slow client reads it, but not forever. */
+const EXPORT_STATEMENT_TIMEOUT_MS = 30 * 60_000;
+
+/** Exports running per connection pool, so that they never hold more than half of its connections. */
+const runningExports = new WeakMap<object, number>();
+
+/** Every export slot of this process is taken. */
+export class ExportCapacityReached extends Error {}
+
+interface ExportRow {
+  id: string;
+  data: Record<string, unknown>;
+  submitter_email: string | null;
+  submitter_name: string | null;
+  created_at: Date;
+}
+
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+/** A spreadsheet would run a cell starting with = + - @ tab or CR as a formula: prefix it with '. */
+export function neutralizeFormula(cell: string): string {
+  return FORMULA_START.test(cell) ? `'${cell}` : cell;
+}
+
+function cellText(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
+/** The fields that take values, in form order: the CSV's value columns. */
+export function exportFields(form: CachedForm): Field[] {
+  return form.structure.fields.filter((f) => f.type !== 'heading');
+}
+
+export function csvHeader(fields: Field[]): string[] {
+  return ['id', 'createdAt', 'submitterEmail', 'submitterName', ...fields.map((f) => f.label)].map(neutralizeFormula);
+}
+
+export function csvRecord(row: ExportRow, fields: Field[]): string[] {
+  const data = redact(row.data);
+  return [row.id, new Date(row.created_at).toISOString(), row.submitter_email, row.submitter_name, ...fields.map((f) => data[f.id])]
+    .map((value) => neutralizeFormula(cellText(value)));
+}
+
+/** One Submission detail, as `GET /v1/submissions/{id}` shows it. */
+export function ndjsonLine(row: ExportRow, form: CachedForm): string {
+  const rawData = redact(row.data);
+  return `${JSON.stringify({
+    id: row.id, formId: form.id, formTitle: form.title, submitterEmail: row.submitter_email,
+    submitterName: row.submitter_name, createdAt: new Date(row.created_at).toISOString(),
+    data: keyByLabel(rawData, form.structure.fields), rawData,
+  })}\n`;
+}
+
+/** RFC 4180: CRLF between records; a field with a comma, quote, CR or LF is quoted, quotes doubled. */
+function csvEncoder(form: CachedForm): Transform[] {
+  const fields = exportFields(form);
+  const toRecord = new Transform({
+    objectMode: true,
+    transform(row: ExportRow, _enc, done) { done(null, csvRecord(row, fields)); },
+  });
+  const encoder = stringify({ record_delimiter: 'windows', quoted_match: /[\r\n]/ });
+  encoder.write(csvHeader(fields));
+  return [toRecord, encoder];
+}
+
+function ndjsonEncoder(form: CachedForm): Transform[] {
+  return [new Transform({
+    writableObjectMode: true,
+    transform(row: ExportRow, _enc, done) { done(null, ndjsonLine(row, form)); },
+  })];
+}
+
+/**
+ * Streams the form's submissions, oldest first, from a cursor on a connection of its own: rows
+ * are fetched as the reader consumes them, so memory does not grow with the number of rows.
+ * Resolves once the first rows (or the end) are there, so a failure before the first byte can
+ * still be answered as an error. The stages are to be piped in order; reading them to the end or
+ * destroying them (a client gone mid-stream) both give the connection back.
+ */
+export async function openSubmissionExport(
+  orm: Orm, organizationId: string, form: CachedForm, format: ExportFormat, bounds: { from: Date | null; until: Date | null },
+): Promise<Readable[]> {
+  const where = ['organization_id = $1', 'form_id = $2'];
+  const values: unknown[] = [organizationId, form.id];
+  if (bounds.from) { values.push(bounds.from.toISOString()); where.push(`created_at >= $${values.length}`); }
+  if (bounds.until) { values.push(bounds.until.toISOString()); where.push(`created_at < $${values.length}`); }
+
+  const pool = (orm.em.getConnection().getKnex() as any).client;
+  const running = runningExports.get(pool) ?? 0;
+  if (running >= Math.max(1, Math.floor((pool.pool?.max ?? 10) / 2))) throw new ExportCapacityReached();
+  runningExports.set(pool, running + 1);
+  let connection: any;
+  let rows: QueryStream;
+  try {
+    connection = await pool.acquireConnection();
+    await connection.query(`begin read only; set local statement_timeout = ${EXPORT_STATEMENT_TIMEOUT_MS}`);
+    rows = connection.query(new QueryStream(
+      `select id, data, submitter_email, submitter_name, created_at from submissions
+        where ${where.join(' and ')} order by created_at, id`,
+      values, { batchSize: FETCH_ROWS },
+    ));
+    await new Promise<void>((resolve, reject) => {
+      rows.once('readable', resolve);
+      rows.once('error', reject);
+    });
+  } catch (err) {
+    if (connection) await giveBack(pool, connection, false);
+    else exportEnded(pool);
+    throw err;
+  }
+
+  let finished = false;
+  rows.once('end', () => { finished = true; });
+  // Whether the rows were read to the end, failed, or the client went away mid-stream.
+  rows.once('close', () => { void giveBack(pool, connection, finished && !rows.errored); });
+  return [rows, ...(format === 'csv' ? csvEncoder(form) : ndjsonEncoder(form))];
+}
+
+/** A connection goes back to the pool only in a clean state; otherwise it is closed. */
+async function giveBack(pool: any, connection: any, completed: boolean): Promise<void> {
+  try {
+    await connection.query(completed ? 'commit' : 'rollback');
+  } catch {
+    connection.end().catch(() => undefined);
+  }
+  try {
+    await pool.releaseConnection(connection);
+  } finally {
+    exportEnded(pool);
+  }
+}
+
+function exportEnded(pool: object): void {
+  runningExports.set(pool, (runningExports.get(pool) ?? 1) - 1);
+}
