@@ -55,7 +55,7 @@ describe('submission export (GET /v1/forms/{formId}/submissions/export)', () => 
       select 'sub_exp' || lpad(i::text, 6, '0'), ?, ?,
              jsonb_build_object('fld_text', 'row ' || i || ' ' || ?::text,
                'fld_formula', case i % 4 when 0 then '=SUM(A' || i || ')' when 1 then '-' || i when 2 then '@x' || i else 'plain' || i end,
-               'fld_num', i, 'fld_multi', jsonb_build_array('a', 'b'), 'fld_secret', ?::text,
+               'fld_num', i, 'fld_multi', jsonb_build_array('a', 'b'), 'fld_secret', jsonb_build_object('$sealed', ?::text),
                'fld_quote', 'say "hi", ' || i || E'\\r\\nnext'),
              case when i % 2 = 0 then 'u' || i || '@example.com' end,
              case when i % 10 = 0 then '+' || i else 'Name ' || i end,
