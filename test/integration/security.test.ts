@@ -10,6 +10,9 @@ import { reencryptSecrets } from '../../src/domain/secrets/reencrypt';
 import { seal, unseal } from '../../src/lib/crypto';
 import { startFakeHubspot, type FakeHubspot } from '../support/fakes/hubspot';
 import { randomBytes } from 'node:crypto';
+import { loadConfig } from '../../config';
+import { prepareDatabase } from '../../src/app';
+import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 /** A JSON text nested `levels` deep, built as text so no recursive serializer is involved. */
@@ -317,25 +320,41 @@ describe('security: hostile input and hostile tenants', () => {
       }
     });
 
-    it('re-encryption skips and reports what no key opens, and re-seals everything else', async () => {
-      const oldKey = t.app.encryptionKey;
-      const good = await apiSubmit({ data: { fld_secret: { format: 'full', fullName: 'Kept Secret' }, fld_text: 'enc:v1:AAAA' } }, sealedForm.id);
-      expect(good.status).to.equal(201);
-      const conn = t.app.orm.em.getConnection();
-      const lost = await apiSubmit({ data: { fld_text: 'plain' } }, sealedForm.id);
-      await conn.execute(`update submissions set data = jsonb_set(data, '{fld_secret}', ?::jsonb) where id = ?`,
-        [JSON.stringify({ $sealed: seal('"lost"', randomBytes(32)) }), lost.body.submission.id]);
+    describe('re-encryption', () => {
+      // A database of its own: re-encryption rewrites every sealed value it holds.
+      const databaseUrl = sideDatabaseUrl('secreseal');
+      let own: TestApp;
+      before(async () => {
+        await prepareDatabase(loadConfig({ ...process.env, DATABASE_URL: databaseUrl }));
+        own = await startTestApp({ DATABASE_URL: databaseUrl });
+      });
+      after(async () => {
+        await own?.close();
+        await dropDatabase(databaseUrl);
+      });
 
-      const newKey = randomBytes(32);
-      const counts = await reencryptSecrets(t.app.orm.em.fork(), { current: newKey, all: [newKey, oldKey] });
-      expect(counts.unopenable).to.deep.include({ table: 'submissions', id: lost.body.submission.id });
-      expect(counts.unopenable.map((u) => u.id)).to.not.include(good.body.submission.id);
-      const [row] = await conn.execute('select data from submissions where id = ?', [good.body.submission.id]);
-      expect(JSON.parse(unseal(row.data.fld_secret.$sealed, newKey))).to.deep.equal({ format: 'full', fullName: 'Kept Secret' });
-      expect(row.data.fld_text).to.equal('enc:v1:AAAA');
-      // Put the rows back under the app's key, and the unopenable one away, for the tests that follow.
-      await conn.execute('delete from submissions where id = ?', [lost.body.submission.id]);
-      await reencryptSecrets(t.app.orm.em.fork(), { current: oldKey, all: [oldKey, newKey] });
+      it('skips and reports what no key opens, and re-seals everything else', async () => {
+        const ownTenant = await createTenant(own.app);
+        const ownForm = await createPublishedForm(own.url, ownTenant.key, [
+          field('fld_secret', 'name', 'Secret', { order: 0, config: { sensitive: true } }),
+          field('fld_text', 'text', 'Text', { order: 1 }),
+        ]);
+        const submit = (data: unknown) => call(own.url, 'POST', `/v1/forms/${ownForm.id}/submissions`, { key: ownTenant.key, body: { data } });
+        const good = await submit({ fld_secret: { format: 'full', fullName: 'Kept Secret' }, fld_text: 'enc:v1:AAAA' });
+        expect(good.status).to.equal(201);
+        const lost = await submit({ fld_text: 'plain' });
+        const conn = own.app.orm.em.getConnection();
+        await conn.execute(`update submissions set data = jsonb_set(data, '{fld_secret}', ?::jsonb) where id = ?`,
+          [JSON.stringify({ $sealed: seal('"lost"', randomBytes(32)) }), lost.body.submission.id]);
+
+        const newKey = randomBytes(32);
+        const counts = await reencryptSecrets(own.app.orm.em.fork(), { current: newKey, all: [newKey, own.app.encryptionKey] });
+        expect(counts.unopenable).to.deep.equal([{ table: 'submissions', id: lost.body.submission.id }]);
+        expect(counts.submissions).to.equal(1);
+        const [row] = await conn.execute('select data from submissions where id = ?', [good.body.submission.id]);
+        expect(JSON.parse(unseal(row.data.fld_secret.$sealed, newKey))).to.deep.equal({ format: 'full', fullName: 'Kept Secret' });
+        expect(row.data.fld_text).to.equal('enc:v1:AAAA');
+      });
     });
   });
 
