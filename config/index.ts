@@ -27,6 +27,10 @@ export interface Config {
   hubspotApiBase: string;
   publicRateLimitGet: number;
   publicRateLimitPost: number;
+  /** Public requests per minute per client IP that name a missing or unpublished form. */
+  publicRateLimitMisses: number;
+  /** When set, /metrics (API and worker ports) requires `Authorization: Bearer <token>`. */
+  metricsToken: string | null;
   adminToken: string | null;
   encryptionKey: Buffer | null;
   /** Keys that still open values sealed before a rotation; never used to seal. */
@@ -93,6 +97,8 @@ const schema = Joi.object({
   HUBSPOT_API_BASE: url.default('https://api.hubapi.com'),
   PUBLIC_RATE_LIMIT_GET: Joi.number().integer().min(1).default(120),
   PUBLIC_RATE_LIMIT_POST: Joi.number().integer().min(1).default(20),
+  PUBLIC_RATE_LIMIT_MISSES: Joi.number().integer().min(1).default(30),
+  METRICS_TOKEN: Joi.string().min(16),
   ADMIN_TOKEN: Joi.string().min(16),
   ENCRYPTION_KEY: base64Key,
   ENCRYPTION_KEYS_PREVIOUS: Joi.string().custom((value: string) => {
@@ -154,6 +160,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     hubspotApiBase: v.HUBSPOT_API_BASE.replace(/\/+$/, ''),
     publicRateLimitGet: v.PUBLIC_RATE_LIMIT_GET,
     publicRateLimitPost: v.PUBLIC_RATE_LIMIT_POST,
+    publicRateLimitMisses: v.PUBLIC_RATE_LIMIT_MISSES,
+    metricsToken: v.METRICS_TOKEN ?? null,
     adminToken: v.ADMIN_TOKEN ?? null,
     encryptionKey: v.ENCRYPTION_KEY ? Buffer.from(v.ENCRYPTION_KEY, 'base64') : null,
     previousEncryptionKeys: v.ENCRYPTION_KEYS_PREVIOUS

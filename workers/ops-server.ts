@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AppContext } from '../src/app';
 import { registry } from '../src/lib/metrics';
+import { isBearerAuthorized } from '../src/ops/admin-auth';
 
 const DEPENDENCY_TIMEOUT_MS = 2_000;
 
@@ -38,6 +39,11 @@ export async function startOpsServer(app: AppContext, port: number, host: string
       return;
     }
     if (path === '/metrics') {
+      const token = app.config.metricsToken;
+      if (token && !isBearerAuthorized(req.headers.authorization, token)) {
+        res.setHeader('WWW-Authenticate', 'Bearer');
+        return sendJson(res, 401, { error: 'unauthorized', message: 'A valid metrics token is required' });
+      }
       registry.metrics().then((body) => {
         res.writeHead(200, { 'Content-Type': registry.contentType });
         res.end(body);

@@ -115,8 +115,16 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
       await announce(config, `key:${key.id}`);
       return presentKey(key);
     }
-    case 'secrets reencrypt':
-      return reencryptSecrets(em, await resolveEncryptionKeys(orm, config, createLogger('silent')));
+    case 'secrets reencrypt': {
+      const counts = await reencryptSecrets(em, await resolveEncryptionKeys(orm, config, createLogger('silent')));
+      if (counts.unopenable.length) {
+        // Reported, not fatal: everything else was re-sealed; the exit status tells scripts to look.
+        process.stderr.write(`warning: no encryption key opens this value in ${counts.unopenable.length} row(s), left as they are: `
+          + `${counts.unopenable.map((row) => `${row.table} ${row.id}`).join(', ')} (is a previous key missing from ENCRYPTION_KEYS_PREVIOUS?)\n`);
+        process.exitCode = 1;
+      }
+      return counts;
+    }
     default:
       throw new UsageError(USAGE);
   }

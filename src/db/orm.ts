@@ -6,6 +6,7 @@ import { Client } from 'pg';
 import { ENTITIES } from './entities';
 import { allowNamedStatements } from './prepared';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
+import { Migration20261123000100_security } from './migrations/Migration20261123000100_security';
 import { Migration20261123000200_durability } from './migrations/Migration20261123000200_durability';
 import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
@@ -16,6 +17,7 @@ export type Em = EntityManager;
 
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+  { name: 'Migration20261123000100_security', class: Migration20261123000100_security },
   { name: 'Migration20261123000200_durability', class: Migration20261123000200_durability },
   { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
   { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },

@@ -27,7 +27,7 @@ export class ApiError extends Error {
 }
 
 export const errors = {
-  invalidJson: () => new ApiError(400, 'invalid_json', 'Request body is not valid JSON'),
+  invalidJson: (message = 'Request body is not valid JSON') => new ApiError(400, 'invalid_json', message),
   validation: (details: ErrorDetail[], message = 'Request validation failed') =>
     new ApiError(400, 'validation_error', message, details),
   unauthorized: (message = 'A valid API key is required') => new ApiError(401, 'unauthorized', message),

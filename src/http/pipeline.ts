@@ -7,6 +7,7 @@ import { extractApiKey } from '../domain/auth/api-keys';
 import type { AuthenticatedKey } from '../domain/auth/key-store';
 import { hasScope, type Scope } from '../domain/auth/scopes';
 import { PLAN_LIMITS } from '../../config/plans';
+import { jsonBodyProblem } from '../lib/json-guard';
 import { metrics } from '../lib/metrics';
 import { ApiError, errors, unexpectedError } from './errors';
 
@@ -39,11 +40,15 @@ export function parseJsonBody(req: Request): unknown {
       (Buffer.isBuffer(raw) && raw.length === 0)) {
     throw errors.invalidJson();
   }
+  let parsed: unknown;
   try {
-    return JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw));
+    parsed = JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw));
   } catch {
     throw errors.invalidJson();
   }
+  const problem = jsonBodyProblem(parsed);
+  if (problem) throw errors.invalidJson(problem);
+  return parsed;
 }
 
 /**

@@ -1,7 +1,6 @@
 import type { Request, Response } from 'restify';
 import type { AppContext } from '../app';
 import { parseTrustedProxies, resolveClientIp } from '../lib/client-ip';
-import { metrics } from '../lib/metrics';
 import { ApiError, unexpectedError } from './errors';
 import { describeError, sendReply, type Reply } from './pipeline';
 
@@ -58,17 +57,6 @@ export const PUBLIC_SECURITY_HEADERS = {
 export function clientIpResolver(trustedProxies: readonly string[]): (req: Request) => string {
   const trusted = parseTrustedProxies(trustedProxies);
   return (req) => resolveClientIp(trusted, req.socket?.remoteAddress, req.header('x-forwarded-for') || undefined);
-}
-
-/** Counts the request in `bucket`; the remaining budget is on every answer, errors included. */
-export async function limitPublicRequest(app: AppContext, res: Response, bucket: string, limit: number): Promise<void> {
-  const decision = await app.rateLimiter.hit(bucket, limit);
-  res.header('X-RateLimit-Remaining', String(decision.remaining));
-  res.header('X-RateLimit-Reset', String(decision.resetAt));
-  if (!decision.allowed) {
-    metrics.rateLimitRejections.inc({ scope: 'public' });
-    throw publicErrors.rateLimited(decision.retryAfter);
-  }
 }
 
 function toPublicError(err: unknown): PublicError | null {

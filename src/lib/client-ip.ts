@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import { ipv6Groups } from './net-policy';
 
 function normalize(address: string): string {
   const trimmed = address.trim();
@@ -39,4 +40,14 @@ export function resolveClientIp(trusted: BlockList, peerAddress: string | undefi
   const hops = forwardedFor.split(',').map(normalize).filter((hop) => isIP(hop) !== 0);
   while (hops.length && isTrusted(trusted, client)) client = hops.pop()!;
   return client;
+}
+
+/**
+ * The key a client is rate limited under: its IPv4 address, or the /64 of its IPv6 address (one
+ * subscriber usually holds a whole /64, so single addresses would give it billions of budgets).
+ */
+export function rateLimitClientKey(ip: string): string {
+  const address = normalize(ip).split('%')[0];
+  if (isIP(address) !== 6) return address;
+  return `${ipv6Groups(address).slice(0, 4).map((group) => group.toString(16)).join(':')}::/64`;
 }

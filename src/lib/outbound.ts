@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream';
 import fetch, { type Response } from 'node-fetch';
 import { isForbiddenAddress } from './net-policy';
 
-export type OutboundErrorKind = 'timeout' | 'connection' | 'forbidden' | 'invalid_url';
+export type OutboundErrorKind = 'timeout' | 'connection' | 'forbidden' | 'invalid_url' | 'unresolvable';
 
 export class OutboundError extends Error {
   override name = 'OutboundError';
@@ -70,29 +70,31 @@ function literalAddress(url: URL): string | null {
   return isIP(host) ? host : null;
 }
 
-function forbidden(address: string): OutboundError {
-  return new OutboundError('forbidden', `target address ${address} is not allowed`);
+// Messages never carry the address a host resolved to nor the socket error: they reach API
+// clients and delivery logs, and would map internal networks for whoever picks the URL.
+function forbidden(): OutboundError {
+  return new OutboundError('forbidden', 'target address is not allowed');
 }
 
 function assertLiteralAllowed(url: URL, policy: Policy): void {
   const literal = literalAddress(url);
-  if (literal && isForbiddenAddress(literal, policy)) throw forbidden(literal);
+  if (literal && isForbiddenAddress(literal, policy)) throw forbidden();
 }
 
-function firstForbidden(addresses: dns.LookupAddress[], policy: Policy): string | undefined {
-  return addresses.find((a) => isForbiddenAddress(a.address, policy))?.address;
+function anyForbidden(addresses: dns.LookupAddress[], policy: Policy): boolean {
+  return addresses.some((a) => isForbiddenAddress(a.address, policy));
 }
 
 async function resolveAll(hostname: string): Promise<dns.LookupAddress[]> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new OutboundError('timeout', `DNS lookup of ${hostname} timed out`)), DNS_TIMEOUT_MS);
+    timer = setTimeout(() => reject(new OutboundError('timeout', 'host lookup timed out')), DNS_TIMEOUT_MS);
   });
   try {
     return await Promise.race([dns.promises.lookup(hostname, { all: true, verbatim: true }), timeout]);
   } catch (err) {
     if (err instanceof OutboundError) throw err;
-    throw new OutboundError('invalid_url', `host ${hostname} does not resolve`);
+    throw new OutboundError('unresolvable', 'host does not resolve');
   } finally {
     clearTimeout(timer);
   }
@@ -105,8 +107,7 @@ async function resolveAll(hostname: string): Promise<dns.LookupAddress[]> {
 export async function assertSafeTarget(url: string, opts: { allowPrivate: boolean }): Promise<void> {
   const target = parseTarget(url, opts);
   if (literalAddress(target)) return assertLiteralAllowed(target, opts);
-  const bad = firstForbidden(await resolveAll(target.hostname), opts);
-  if (bad) throw forbidden(bad);
+  if (anyForbidden(await resolveAll(target.hostname), opts)) throw forbidden();
 }
 
 /** A dns.lookup that refuses to hand out forbidden addresses, so the socket never connects to one. */
@@ -114,8 +115,7 @@ function guardedLookup(policy: Policy): LookupFunction {
   return (hostname, options, callback) => {
     dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '', 0);
-      const bad = firstForbidden(addresses, policy);
-      if (bad) return callback(Object.assign(forbidden(bad), { code: FORBIDDEN_CODE }), '', 0);
+      if (anyForbidden(addresses, policy)) return callback(Object.assign(forbidden(), { code: FORBIDDEN_CODE }), '', 0);
       if (options.all) return callback(null, addresses);
       callback(null, addresses[0].address, addresses[0].family);
     });
@@ -173,14 +173,13 @@ async function readCapped(
   return { text: Buffer.concat(chunks).toString('utf8'), truncated: false };
 }
 
-function toOutboundError(err: unknown, timedOut: boolean, url: URL): OutboundError {
+function toOutboundError(err: unknown, timedOut: boolean): OutboundError {
   if (err instanceof OutboundError) return err;
-  if (timedOut) return new OutboundError('timeout', `request to ${url.host} timed out`);
+  if (timedOut) return new OutboundError('timeout', 'request timed out');
   if ((err as { code?: string }).code === FORBIDDEN_CODE) {
-    return new OutboundError('forbidden', `target ${url.hostname} resolves to a forbidden address`);
+    return forbidden();
   }
-  const reason = err instanceof Error ? err.message : String(err);
-  return new OutboundError('connection', `request to ${url.host} failed: ${reason}`);
+  return new OutboundError('connection', 'connection failed');
 }
 
 /**
@@ -224,7 +223,7 @@ export async function outboundFetch(url: string, req: OutboundRequest): Promise<
       durationMs: Math.round(performance.now() - started),
     };
   } catch (err) {
-    throw toOutboundError(err, timedOut, target);
+    throw toOutboundError(err, timedOut);
   } finally {
     clearTimeout(timer);
   }

@@ -20,3 +20,9 @@ export function isAdminAuthorized(authorization: string | undefined, adminToken:
   const presented = presentedAdminToken(authorization);
   return presented !== null && timingSafeEqual(digest(presented), digest(adminToken));
 }
+
+/** `Authorization: Bearer <token>` with exactly this token (the /metrics token), compared in constant time. */
+export function isBearerAuthorized(authorization: string | undefined, token: string): boolean {
+  const match = /^\s*bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  return match !== null && timingSafeEqual(digest(match[1]), digest(token));
+}

@@ -144,7 +144,7 @@ ${themeStyle(form.theme, cspNonce)}
 `;
 }
 
-export function renderNotFoundPage(): string {
+function renderNoticePage(title: string, heading: string, text: string): string {
   return `<!doctype html>
 <html lang="en" data-theme="default">
 <head>
@@ -152,18 +152,28 @@ export function renderNotFoundPage(): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
 <link rel="icon" href="data:,">
-<title>Form not found</title>
+<title>${title}</title>
 <link rel="stylesheet" href="/assets/form.css">
 </head>
 <body>
 <main class="fs-shell">
 <div class="fs-card fs-notice">
-<h1 class="fs-title">This form isn't available</h1>
-<p>The form you are looking for doesn't exist or is no longer accepting responses.
-If you followed a link, please check it with the person who shared it.</p>
+<h1 class="fs-title">${heading}</h1>
+<p>${text}</p>
 </div>
 </main>
 </body>
 </html>
 `;
+}
+
+export function renderNotFoundPage(): string {
+  return renderNoticePage('Form not found', "This form isn't available",
+    `The form you are looking for doesn't exist or is no longer accepting responses.
+If you followed a link, please check it with the person who shared it.`);
+}
+
+export function renderRateLimitedPage(): string {
+  return renderNoticePage('Too many requests', 'Too many requests',
+    'Too many requests came from your network in the last minute. Please wait a minute and reload the page.');
 }

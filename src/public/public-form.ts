@@ -5,9 +5,12 @@ import type { CachedForm } from '../domain/forms/form-cache';
 import type { Field, Page } from '../domain/forms/types';
 import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
 
-/** Field config keys the hosted page reads to render a field and the shared validator reads to check it. */
+/**
+ * Field config keys the hosted page reads to render a field and the shared validator reads to check
+ * it; `sensitive` tells the page never to copy the field into submitterName / submitterEmail.
+ */
 const PUBLIC_CONFIG_KEYS = [
-  'options', 'maxLength', 'min', 'max', 'minLabel', 'maxLabel', 'format', 'accept', 'amount', 'currency', 'layout',
+  'options', 'maxLength', 'min', 'max', 'minLabel', 'maxLabel', 'format', 'accept', 'amount', 'currency', 'layout', 'sensitive',
 ] as const;
 
 /** validationRules keys the shared validator reads. */

@@ -181,6 +181,17 @@ describe('hosted page (browser)', function () {
     });
     after(async () => host?.close());
 
+    it("forwards into the frame only the form's prefill parameters and utm_*", async () => {
+      await page.goto(`${host.origin}/?ref=partner&reset_token=s3cret&code=oauth-code&utm_source=news&utm_campaign=fall`);
+      const iframe = page.locator('iframe.formservice-embed');
+      await page.waitForFunction(() => Boolean(document.querySelector('iframe.formservice-embed')?.getAttribute('src')));
+      const src = new URL((await iframe.getAttribute('src'))!);
+      expect([...src.searchParams.keys()].sort()).to.deep.equal(['embed', 'ref', 'utm_campaign', 'utm_source']);
+      expect(src.searchParams.get('ref')).to.equal('partner');
+      expect(src.href).to.not.include('s3cret');
+      expect(src.href).to.not.include('oauth-code');
+    });
+
     it('submits through the embed and announces it to the host page', async () => {
       await page.goto(`${host.origin}/?ref=partner`);
       const frame = page.frameLocator('iframe.formservice-embed');

@@ -80,7 +80,7 @@ describe('admin CLI', () => {
     expect(hook.status).to.equal(201);
     const done = await cli('secrets', 'reencrypt');
     expect(done.code).to.equal(0);
-    expect(done.json).to.deep.equal({ webhooks: 0, forms: 0, submissions: 0 });
+    expect(done.json).to.deep.equal({ webhooks: 0, forms: 0, submissions: 0, unopenable: [] });
     const [before] = await t.app.orm.em.getConnection().execute('select secret_sealed from webhooks where id = ?', [hook.body.webhook.id]);
 
     const wrongKey = await cliWith({ ENCRYPTION_KEY: randomBytes(32).toString('base64') }, 'secrets', 'reencrypt');

@@ -49,13 +49,16 @@ describe('submission export (GET /v1/forms/{formId}/submissions/export)', () => 
       field('fld_quote', 'textarea', 'Note, "quoted"', { order: 6 }),
     ]);
     const sealed = seal(JSON.stringify({ format: 'full', fullName: 'Ada' }), t.app.encryptionKey);
-    // One statement seeds every row; the API is not what is under test here.
+    // One statement seeds every row; the API is not what is under test here. Its rows are dated in
+    // January 2026, a month the partitions made at start (this month onward) do not cover.
+    await t.app.orm.em.fork().getConnection().execute(
+      `select ensure_submission_partitions('2026-01-01T00:00:00Z', '2026-01-31T00:00:00Z')`);
     await t.app.orm.em.fork().getConnection().execute(`
       insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
       select 'sub_exp' || lpad(i::text, 6, '0'), ?, ?,
              jsonb_build_object('fld_text', 'row ' || i || ' ' || ?::text,
                'fld_formula', case i % 4 when 0 then '=SUM(A' || i || ')' when 1 then '-' || i when 2 then '@x' || i else 'plain' || i end,
-               'fld_num', i, 'fld_multi', jsonb_build_array('a', 'b'), 'fld_secret', ?::text,
+               'fld_num', i, 'fld_multi', jsonb_build_array('a', 'b'), 'fld_secret', jsonb_build_object('$sealed', ?::text),
                'fld_quote', 'say "hi", ' || i || E'\\r\\nnext'),
              case when i % 2 = 0 then 'u' || i || '@example.com' end,
              case when i % 10 = 0 then '+' || i else 'Name ' || i end,

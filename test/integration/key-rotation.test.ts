@@ -63,15 +63,15 @@ describe('encryption key rotation', function () {
     expect(during.valid).to.equal(true);
 
     const counts = await reencryptSecrets(t.app.orm.em.fork(), { current: newKey, all: [newKey, oldKey] });
-    expect(counts).to.deep.equal({ webhooks: 1, forms: 1, submissions: 1 });
+    expect(counts).to.deep.equal({ webhooks: 1, forms: 1, submissions: 1, unopenable: [] });
     expect(await reencryptSecrets(t.app.orm.em.fork(), { current: newKey, all: [newKey, oldKey] }))
-      .to.deep.equal({ webhooks: 0, forms: 0, submissions: 0 });
+      .to.deep.equal({ webhooks: 0, forms: 0, submissions: 0, unopenable: [] });
 
     const conn = t.app.orm.em.getConnection();
     const [form$] = await conn.execute('select settings from forms where id = ?', [form.id]);
     expect(unseal(form$.settings.integrations[0].accessToken, newKey)).to.equal('pat-rotation');
     const [submission] = await conn.execute('select data from submissions where form_id = ?', [form.id]);
-    expect(JSON.parse(unseal(submission.data.fld_nm, newKey))).to.deep.equal({ format: 'full', fullName: 'Grace Hopper' });
+    expect(JSON.parse(unseal(submission.data.fld_nm.$sealed, newKey))).to.deep.equal({ format: 'full', fullName: 'Grace Hopper' });
 
     // The old key is gone: everything still opens.
     t = await restart({ ENCRYPTION_KEY: b64(newKey) });
@@ -90,7 +90,7 @@ describe('encryption key rotation', function () {
 
     t = await restart({ ENCRYPTION_KEY: b64(newKey), ENCRYPTION_KEYS_PREVIOUS: b64(oldKey) });
     expect(await reencryptSecrets(t.app.orm.em.fork(), { current: newKey, all: [newKey, oldKey] }))
-      .to.deep.equal({ webhooks: 2, forms: 0, submissions: 0 });
+      .to.deep.equal({ webhooks: 2, forms: 0, submissions: 0, unopenable: [] });
 
     t = await restart({ ENCRYPTION_KEY: b64(newKey) });
     const before = receiver.deliveries.length;

@@ -54,7 +54,7 @@ describe('CSV export cells', () => {
   it('renders values: absent as empty, objects and arrays as JSON, numbers as text, sealed as Redacted', () => {
     const row = {
       id: 'sub_1', created_at: new Date('2026-11-03T16:41:05Z'), submitter_email: null, submitter_name: '@me',
-      data: { fld_b: ['a', 'b'], fld_c: -3, fld_d: 'enc:v1:abc' },
+      data: { fld_b: ['a', 'b'], fld_c: -3, fld_d: { $sealed: 'enc:v1:abc' } },
     };
     expect(csvRecord(row, fields)).to.deep.equal(['sub_1', '2026-11-03T16:41:05.000Z', '', "'@me", '', '["a","b"]', "'-3", 'Redacted']);
   });

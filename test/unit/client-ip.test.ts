@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { parseTrustedProxies, resolveClientIp } from '../../src/lib/client-ip';
+import { parseTrustedProxies, rateLimitClientKey, resolveClientIp } from '../../src/lib/client-ip';
 
 describe('client address behind proxies', () => {
   const trusted = parseTrustedProxies(['10.0.0.0/8', '192.168.1.7', 'fd00::/8']);
@@ -29,4 +29,17 @@ describe('client address behind proxies', () => {
       expect(() => parseTrustedProxies(bad), bad[0]).to.throw();
     }
   });
+});
+
+describe('rate-limit client key', () => {
+  const cases: Array<[string, string]> = [
+    ['203.0.113.9', '203.0.113.9'],
+    ['::ffff:203.0.113.9', '203.0.113.9'],
+    ['2001:db8:1:2::5', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2:ffff:ffff:ffff:ffff', '2001:db8:1:2::/64'],
+    ['2001:DB8:0001:0002:3:4:5:6', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+  ];
+  for (const [ip, key] of cases) it(`${ip} → ${key}`, () => expect(rateLimitClientKey(ip)).to.equal(key));
 });

@@ -15,7 +15,8 @@ describe('HubSpot mapping', () => {
       ['a file', { name: 'cv.pdf', type: 'application/pdf', size: 3, dataUrl: 'data:application/pdf;base64,AAA' }, 'cv.pdf'],
       ['nothing', undefined, null],
       ['an empty string', '', null],
-      ['a sensitive (sealed) value', seal('"secret"', randomBytes(32)), null],
+      ['a sensitive (sealed) value', { $sealed: seal('"secret"', randomBytes(32)) }, null],
+      ['text that only looks sealed (a submitter typed it)', 'enc:v1:AAAA', 'enc:v1:AAAA'],
     ];
     for (const [label, value, expected] of cases) {
       it(`${label} → ${JSON.stringify(expected)}`, () => expect(propertyValue(value)).to.equal(expected));
@@ -46,16 +47,18 @@ describe('HubSpot mapping', () => {
     });
   });
 
-  it('lists enabled HubSpot integrations with their position', () => {
+  it('lists enabled HubSpot integrations with their position and id', () => {
     const settings = {
       integrations: [
-        { type: 'hubspot', accessToken: 't1', fieldMap: {} },
-        { type: 'hubspot', accessToken: 't2', fieldMap: {}, enabled: false },
-        { type: 'other', accessToken: 't3', fieldMap: {} },
-        { type: 'hubspot', accessToken: 't4', fieldMap: { a: 'b' }, enabled: true },
+        { id: 'int_1', type: 'hubspot', accessToken: 't1', fieldMap: {} },
+        { id: 'int_2', type: 'hubspot', accessToken: 't2', fieldMap: {}, enabled: false },
+        { id: 'int_3', type: 'other', accessToken: 't3', fieldMap: {} },
+        { id: 'int_4', type: 'hubspot', accessToken: 't4', fieldMap: { a: 'b' }, enabled: true },
+        { type: 'hubspot', accessToken: 't5', fieldMap: {} },
       ],
     };
-    expect(activeIntegrations(settings).map((i) => [i.index, i.integration.accessToken])).to.deep.equal([[0, 't1'], [3, 't4']]);
+    expect(activeIntegrations(settings).map((i) => [i.index, i.integration.id, i.integration.accessToken]))
+      .to.deep.equal([[0, 'int_1', 't1'], [3, 'int_4', 't4']]);
     expect(activeIntegrations({})).to.deep.equal([]);
     expect(activeIntegrations(null)).to.deep.equal([]);
   });

@@ -53,9 +53,65 @@ const CASES: Array<[string, Verdict]> = [
   ['11.0.0.1', 'public'],
   ['223.255.255.255', 'public'],
   ['2606:4700:4700::1111', 'public'],
-  ['2001:db8::ffff:7f00:1', 'public'],
-  ['fe00::1', 'public'],
-  ['::2', 'public'],
+  ['2a00:1450:4001:81c::200e', 'public'],
+  // every special-purpose IPv4 range that is not globally reachable, with its edges
+  ['192.0.0.0', 'always'],
+  ['192.0.0.255', 'always'],
+  ['192.0.1.0', 'public'],
+  ['192.0.2.1', 'always'],
+  ['192.0.2.255', 'always'],
+  ['192.0.3.0', 'public'],
+  ['192.88.99.1', 'always'],
+  ['198.17.255.255', 'public'],
+  ['198.18.0.0', 'always'],
+  ['198.19.255.255', 'always'],
+  ['198.20.0.0', 'public'],
+  ['198.51.100.7', 'always'],
+  ['198.51.101.0', 'public'],
+  ['203.0.113.9', 'always'],
+  ['203.0.114.0', 'public'],
+  // every special-purpose IPv6 range that is not globally reachable
+  ['2001:db8::1', 'always'],
+  ['2001:db8::ffff:7f00:1', 'always'],
+  ['2001:2::1', 'always'], // benchmarking, inside the IETF protocol assignments 2001::/23
+  ['2001:10::1', 'always'], // deprecated ORCHID
+  ['2001:1ff::1', 'always'],
+  ['2001:200::1', 'public'],
+  ['100::1', 'always'], // discard-only
+  ['100::ffff:ffff:ffff:ffff', 'always'],
+  ['100:0:0:1::1', 'always'], // dummy prefix
+  ['3fff::1', 'always'], // documentation
+  ['5f00::1', 'always'], // SRv6 SIDs
+  ['fec0::1', 'always'], // deprecated site-local
+  ['64:ff9b:1::1', 'always'], // local-use translation
+  // outside global unicast 2000::/3 and every range above: unassigned
+  ['fe00::1', 'always'],
+  ['4000::1', 'always'],
+  ['8000::1', 'always'],
+  // NAT64 64:ff9b::/96 takes the embedded IPv4 address's verdict, in either spelling
+  ['64:ff9b::a9fe:a9fe', 'always'],
+  ['64:ff9b::169.254.169.254', 'always'],
+  ['64:ff9b::7f00:1', 'private'],
+  ['64:ff9b::10.0.0.1', 'private'],
+  ['64:ff9b::c612:1', 'always'], // 198.18.0.1
+  ['64:ff9b::808:808', 'public'],
+  // 6to4 2002::/16 embeds the IPv4 address in its second and third groups
+  ['2002:a9fe:a9fe::1', 'always'],
+  ['2002:7f00:1::', 'private'],
+  ['2002:c0a8:101::1', 'private'],
+  ['2002:c000:201::1', 'always'], // 192.0.2.1
+  ['2002:808:808::1', 'public'],
+  // Teredo 2001::/32 carries the client address inverted in its last 32 bits
+  ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'private'], // client 127.0.0.1
+  ['2001:0:4136:e378:8000:63bf:5601:5601', 'always'], // client 169.254.169.254
+  ['2001:0:4136:e378:8000:63bf:f7f7:f7f7', 'public'], // client 8.8.8.8
+  // IPv4-compatible ::a.b.c.d and IPv4-translated ::ffff:0:a.b.c.d
+  ['::2', 'always'], // 0.0.0.2
+  ['::127.0.0.1', 'private'],
+  ['::a9fe:a9fe', 'always'],
+  ['::8.8.8.8', 'public'],
+  ['::ffff:0:a9fe:a9fe', 'always'],
+  ['::ffff:0:7f00:1', 'private'],
 ];
 
 const NOT_ADDRESSES = ['', 'localhost', 'example.com', '127.0.0.1.nip.io', '256.1.1.1', '1.2.3', '::ffff:1.2.3', 'fe80::1::2'];

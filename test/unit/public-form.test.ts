@@ -109,7 +109,7 @@ describe('publicField', () => {
     });
     expect(publicField(source)).to.deep.equal({
       id: 'f', type: 'text', label: 'f', placeholder: null, description: null, required: false,
-      config: { maxLength: 10, layout: 'wide' }, validationRules: { required: true, minLength: 2, pattern: '^a' },
+      config: { maxLength: 10, layout: 'wide', sensitive: true }, validationRules: { required: true, minLength: 2, pattern: '^a' },
       order: 0, pageId: null, conditionalLogic: null, hidden: true, prefillParam: 'ref',
     });
   });
@@ -118,6 +118,7 @@ describe('publicField', () => {
     ['select', { options: [{ label: 'A', value: 'a' }] }],
     ['scale', { min: 0, max: 5, minLabel: 'low', maxLabel: 'high' }],
     ['name', { format: 'split' }],
+    ['name', { format: 'full', sensitive: true }],
     ['file-upload', { accept: ['image/png'] }],
     ['payment', { amount: 500, currency: 'eur' }],
   ];

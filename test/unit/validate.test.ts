@@ -21,6 +21,8 @@ describe('validateFieldValue', () => {
     ['text config.maxLength', field('f', 'text', { config: { maxLength: 3 } }), ['abc'], ['abcd']],
     // pattern is searched like RegExp.test: authors anchor it themselves
     ['text pattern', field('f', 'text', { validationRules: { pattern: '^[A-Z]{3}$' } }), ['ABC'], ['ABCD', 'abc']],
+    ['text pattern runs with RE2 semantics', field('f', 'text', { validationRules: { pattern: '^\\d{3}-[a-z]+$' } }), ['123-abc'], ['12-abc', '123-ABC']],
+    ['text longer than the pattern input cap', field('f', 'text', { validationRules: { pattern: 'a' } }), ['a'.repeat(10_000)], ['a'.repeat(10_001)]],
     ['text invalid pattern is ignored', field('f', 'text', { validationRules: { pattern: '([' } }), ['anything'], []],
     ['textarea', field('f', 'textarea', { validationRules: { maxLength: 5 } }), ['a\nb'], ['abcdef', 1]],
     ['email', field('f', 'email'), ['a@b.co', 'first.last+tag@example.org'], ['a@b', 'a b@c.de', '@b.co', 7, `${'a'.repeat(250)}@b.co`]],
@@ -155,5 +157,25 @@ describe('validateSubmission', () => {
   it('ignores inherited property names as values', () => {
     const form = { pages: [], fields: [field('constructor', 'text', { required: true })] };
     expect(validateSubmission(form, {}).missingRequired.map((f) => f.id)).to.deep.equal(['constructor']);
+  });
+
+  it('evaluates conditional logic only over values that passed their type check', () => {
+    const form = { pages: [], fields: [
+      field('more', 'checkbox', { config: options('a', 'b') }),
+      field('why', 'text', { required: true, conditionalLogic: { show: true, logic: 'all', rules: [{ fieldId: 'more', operator: 'equals', value: 'a' }] } }),
+    ] };
+    const check = validateSubmission(form, { more: ['a', 'not-an-option'] });
+    expect(check.errors).to.deep.equal([{ field: 'more', message: 'Must be a list of the offered options' }]);
+    expect(check.missingRequired).to.deep.equal([]);
+  });
+
+  it('answers within a second for many fields depending on one checkbox sent a huge array', () => {
+    const rule = { show: true, logic: 'all' as const, rules: [{ fieldId: 'box', operator: 'contains' as const, value: 'zzz' }] };
+    const dependents = Array.from({ length: 200 }, (_, i) => field(`d${i}`, 'text', { conditionalLogic: rule }));
+    const form = { pages: [], fields: [field('box', 'checkbox', { config: options('a', 'b') }), ...dependents] };
+    const started = Date.now();
+    const check = validateSubmission(form, { box: Array.from({ length: 200_000 }, (_, i) => `item-${i}`) });
+    expect(Date.now() - started).to.be.below(1000);
+    expect(check.errors.map((e) => e.field)).to.deep.equal(['box']);
   });
 });

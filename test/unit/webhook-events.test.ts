@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { seal } from '../../src/lib/crypto';
+import { sealValue } from '../../src/domain/submissions/sealed-values';
 import type { Field } from '../../src/domain/forms/types';
 import {
   buildSubmissionDeletedEvent, buildSubmissionEvent, buildTestEvent, deletionEventIdForSubmission, deliveryHeaders,
@@ -51,7 +51,7 @@ describe('webhook events', () => {
     const createdAt = new Date('2026-11-03T16:41:05.000Z');
     const submission = {
       id: 'sub_4Rt7Vb2Nq', formId: 'form_8Hk2Lq9xZ', createdAt, submitterEmail: 'ada@example.com', submitterName: null,
-      data: { fld_email: 'ada@example.com', fld_secret: seal('"Ada"', key), fld_gone: 'kept' },
+      data: { fld_email: 'ada@example.com', fld_secret: sealValue('Ada', key), fld_gone: 'kept' },
     };
     const fields = [field('fld_email', 'Email'), field('fld_secret', 'Full name')];
     const event = buildSubmissionEvent({ id: 'form_8Hk2Lq9xZ', title: 'Contact us' }, submission, fields);

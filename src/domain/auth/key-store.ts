@@ -21,7 +21,9 @@ const LAST_USED_WRITE_INTERVAL_MS = 60_000;
  * bounds staleness when Redis is unreachable.
  */
 export class KeyStore {
-  private readonly byHash = new TtlCache<string, AuthenticatedKey | null>(30_000);
+  private readonly byHash = new TtlCache<string, AuthenticatedKey>(30_000);
+  /** Unknown keys, kept apart and small so guessed keys can never evict live records. */
+  private readonly unknownHashes = new TtlCache<string, true>(5_000, 1_000);
   private readonly lastUsedWrites = new TtlCache<string, true>(LAST_USED_WRITE_INTERVAL_MS);
 
   constructor(private readonly orm: Orm) {}
@@ -29,21 +31,27 @@ export class KeyStore {
   async authenticate(rawKey: string | null, now = new Date()): Promise<AuthenticatedKey | null> {
     if (!rawKey || !looksLikeApiKey(rawKey)) return null;
     const hash = hashApiKey(rawKey);
-    let record = this.byHash.get(hash);
+    if (this.unknownHashes.get(hash)) return null;
+    let record: AuthenticatedKey | null | undefined = this.byHash.get(hash);
     if (record === undefined) {
       record = await this.load(hash);
-      this.byHash.set(hash, record, record ? undefined : 5_000);
+      if (record) this.byHash.set(hash, record);
+      else this.unknownHashes.set(hash, true);
     }
     if (!record || (record.expiresAt && record.expiresAt <= now)) return null;
     this.touch(record.id, now);
     return record;
   }
 
+  /** Handles an invalidation announced by any process (`key:<id>`, `org:<id>`, `all`); other kinds, forms included, are not ours. */
   handleInvalidation(message: string): void {
     const [kind, id] = message.split(':');
-    if (kind === 'key') this.byHash.deleteWhere((k) => k?.id === id);
-    else if (kind === 'org') this.byHash.deleteWhere((k) => k?.organizationId === id);
-    else this.byHash.clear();
+    if (kind === 'key') this.byHash.deleteWhere((k) => k.id === id);
+    else if (kind === 'org') this.byHash.deleteWhere((k) => k.organizationId === id);
+    else if (message === 'all') {
+      this.byHash.clear();
+      this.unknownHashes.clear();
+    }
   }
 
   private async load(hash: string): Promise<AuthenticatedKey | null> {

@@ -27,7 +27,7 @@ interface SyncRow {
   id: string;
   status: string;
   attempts: number;
-  integration_index: number;
+  integration_id: string | null;
   data: Record<string, unknown> | null;
   submitter_email: string | null;
   settings: Record<string, any> | null;
@@ -69,13 +69,14 @@ function rowStatus(decision: CrmDecision): string {
 
 /**
  * One HubSpot contact upsert for one crm_syncs row. The integration is read from the form's current
- * settings at its recorded position; a paused connection is reported without calling HubSpot. The
+ * settings by its stable id (never by position: a removed integration must not hand its syncs to
+ * the one that moved into its place); a paused connection is reported without calling HubSpot. The
  * attempt's number comes from the row, so a job queued again by the sweep continues the schedule.
  */
 export async function attemptCrmSync(app: AppContext, syncId: string, pauses: ConnectionPauses): Promise<CrmRun> {
   const em = app.orm.em.fork();
   const [row] = await em.execute<SyncRow[]>(
-    `select c.id, c.status, c.attempts, c.integration_index, s.data, s.submitter_email, f.settings
+    `select c.id, c.status, c.attempts, c.integration_id, s.data, s.submitter_email, f.settings
        from crm_syncs c left join submissions s on s.id = c.submission_id left join forms f on f.id = c.form_id
       where c.id = ?`,
     [syncId],
@@ -84,7 +85,7 @@ export async function attemptCrmSync(app: AppContext, syncId: string, pauses: Co
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
   if (row.status === 'failed') return { kind: 'skipped', reason: 'already_failed' };
   if (!row.data) return markUnsyncable(em, syncId, 'Submission was deleted');
-  const integration = activeIntegrations(row.settings).find((i) => i.index === row.integration_index)?.integration;
+  const integration = activeIntegrations(row.settings).find((i) => i.integration.id === row.integration_id)?.integration;
   if (!integration) return markUnsyncable(em, syncId, 'Integration was removed or disabled');
   const contact = buildContactUpsert(integration.fieldMap, row.data, row.submitter_email);
   if (!contact) return markUnsyncable(em, syncId, 'No email address to match a contact');

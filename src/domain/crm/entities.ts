@@ -8,8 +8,10 @@ export class CrmSync {
   @Property({ type: 'string' }) organizationId!: string;
   @Property({ type: 'string' }) formId!: string;
   @Property({ type: 'string' }) submissionId!: string;
-  /** Position of the integration in the form's settings.integrations at fan-out time. */
+  /** Position of the integration in the form's settings.integrations at fan-out time (informative). */
   @Property({ type: 'integer' }) integrationIndex!: number;
+  /** The integration's stable id in the form's settings: what the sync is matched by. */
+  @Property({ type: 'string', nullable: true }) integrationId: string | null = null;
   @Property({ type: 'string' }) provider!: string;
   @Property({ type: 'string' }) status: CrmSyncStatus = 'pending';
   @Property({ type: 'integer' }) attempts = 0;

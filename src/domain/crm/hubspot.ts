@@ -1,8 +1,10 @@
-import { isSealed } from '../../lib/crypto';
+import { isSealedValue } from '../submissions/sealed-values';
 
 export const HUBSPOT_UPSERT_PATH = '/crm/v3/objects/contacts/batch/upsert';
 
 export interface HubspotIntegration {
+  /** Stable id (int_…): what a crm_syncs row refers to. */
+  id: string;
   type: 'hubspot';
   /** Sealed at rest. */
   accessToken: string;
@@ -11,12 +13,12 @@ export interface HubspotIntegration {
   enabled?: boolean;
 }
 
-/** Enabled HubSpot integrations of a form's settings, with their position (the crm_syncs key). */
+/** Enabled HubSpot integrations of a form's settings, with their position and stable id. */
 export function activeIntegrations(settings: Record<string, any> | null): Array<{ index: number; integration: HubspotIntegration }> {
   const list: unknown[] = Array.isArray(settings?.integrations) ? settings!.integrations : [];
   return list.flatMap((integration: any, index) =>
     integration?.type === 'hubspot' && integration.enabled !== false && typeof integration.accessToken === 'string'
-      && integration.fieldMap && typeof integration.fieldMap === 'object'
+      && typeof integration.id === 'string' && integration.fieldMap && typeof integration.fieldMap === 'object'
       ? [{ index, integration: integration as HubspotIntegration }]
       : []);
 }
@@ -26,7 +28,7 @@ export function activeIntegrations(settings: Record<string, any> | null): Array<
  * (sealed) values never leave the service; multiple choices use HubSpot's `;` separator.
  */
 export function propertyValue(value: unknown): string | null {
-  if (value === null || value === undefined || value === '' || isSealed(value)) return null;
+  if (value === null || value === undefined || value === '' || isSealedValue(value)) return null;
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (Array.isArray(value)) {

@@ -18,30 +18,40 @@ export interface CachedForm {
 /**
  * Forms as the submission path needs them, cached per process. Staleness is harmless: the
  * submission statement only inserts when the form's `updated_at` still equals the cached one.
+ * Only published forms live in the main cache; ids that name no form, and forms that are not
+ * published, are remembered briefly in a small cache of their own, so a flood of such ids can
+ * never push live forms out.
  */
 export class FormCache {
-  private readonly cache = new TtlCache<string, CachedForm | null>(60_000, 5_000);
+  private readonly published = new TtlCache<string, CachedForm>(60_000, 5_000);
+  private readonly unservable = new TtlCache<string, CachedForm | null>(2_000, 1_000);
 
   constructor(private readonly orm: Orm) {}
 
   async get(formId: string, fresh = false): Promise<CachedForm | null> {
     if (!fresh) {
-      const hit = this.cache.get(formId);
-      if (hit !== undefined) return hit;
+      const known = this.published.get(formId) ?? this.unservable.get(formId);
+      if (known !== undefined) return known;
     }
     const form = await this.load(formId);
-    this.cache.set(formId, form, form ? undefined : 2_000);
+    this.invalidate(formId);
+    if (form?.status === 'published') this.published.set(formId, form);
+    else this.unservable.set(formId, form);
     return form;
   }
 
   invalidate(formId: string): void {
-    this.cache.delete(formId);
+    this.published.delete(formId);
+    this.unservable.delete(formId);
   }
 
   /** Handles a cache invalidation announced by any process (`form:<id>`; anything else is not ours). */
   handleInvalidation(message: string): void {
     if (message.startsWith('form:')) this.invalidate(message.slice(5));
-    else if (message === 'all') this.cache.clear();
+    else if (message === 'all') {
+      this.published.clear();
+      this.unservable.clear();
+    }
   }
 
   private async load(formId: string): Promise<CachedForm | null> {

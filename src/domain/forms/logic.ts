@@ -117,17 +117,27 @@ export function evaluateRule(rule: ConditionRule, values: Values): boolean {
 
 /** Whether the element carrying `logic` is visible. With no rules, `all` matches and `any` does not. */
 export function evaluateLogic(logic: ConditionalLogic | null | undefined, values: Values): boolean {
+  return logicOutcome(logic, (rule) => evaluateRule(rule, values));
+}
+
+function logicOutcome(logic: ConditionalLogic | null | undefined, ruleHolds: (rule: ConditionRule) => boolean): boolean {
   if (!logic) return true;
-  const matches = logic.logic === 'all'
-    ? logic.rules.every((rule) => evaluateRule(rule, values))
-    : logic.rules.some((rule) => evaluateRule(rule, values));
+  const matches = logic.logic === 'all' ? logic.rules.every(ruleHolds) : logic.rules.some(ruleHolds);
   return logic.show ? matches : !matches;
 }
 
-function onlyVisibleValues(values: Values, visible: Set<string>): Values {
-  const result: Values = Object.create(null);
-  for (const [key, value] of Object.entries(values)) if (visible.has(key)) result[key] = value;
-  return result;
+/**
+ * A rule's outcome depends only on whether the field it reads is visible (its value) or hidden
+ * (empty): each rule's operator runs at most twice per evaluation, however many rounds it takes.
+ */
+function memoizedRules(values: Values): (rule: ConditionRule, visible: Set<string>) => boolean {
+  const outcomes = new Map<ConditionRule, { shown?: boolean; hidden?: boolean }>();
+  return (rule, visible) => {
+    let known = outcomes.get(rule);
+    if (!known) outcomes.set(rule, (known = {}));
+    if (visible.has(rule.fieldId)) return (known.shown ??= evaluateRule(rule, values));
+    return (known.hidden ??= evaluateRule(rule, {}));
+  };
 }
 
 function sameSet(a: Set<string>, b: Set<string>): boolean {
@@ -137,17 +147,20 @@ function sameSet(a: Set<string>, b: Set<string>): boolean {
 /**
  * Ids of the fields visible for `values`. A hidden field's value counts as empty for the rules that
  * reference it, so visibility is recomputed until it settles (chains of any length); cyclic rules may
- * never settle, so the iterations are bounded by the number of fields.
+ * never settle, so the iterations are bounded by the number of fields. Callers pass only values
+ * that passed their field's type check, so each operator works on bounded, well-formed input.
  */
 export function visibleFieldIds(structure: FormStructure, values: Values): Set<string> {
   const pagesById = new Map(structure.pages.map((page) => [page.id, page]));
+  const ruleHolds = memoizedRules(values);
   let visible = new Set(structure.fields.map((field) => field.id));
   for (let round = 0; round <= structure.fields.length; round++) {
-    const effective = onlyVisibleValues(values, visible);
+    const current = visible;
+    const holds = (rule: ConditionRule) => ruleHolds(rule, current);
     const next = new Set<string>();
     for (const field of structure.fields) {
       const page = field.pageId === null ? undefined : pagesById.get(field.pageId);
-      if (evaluateLogic(page?.conditionalLogic, effective) && evaluateLogic(field.conditionalLogic, effective)) {
+      if (logicOutcome(page?.conditionalLogic, holds) && logicOutcome(field.conditionalLogic, holds)) {
         next.add(field.id);
       }
     }

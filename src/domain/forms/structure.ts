@@ -1,5 +1,6 @@
 // Structural validation of a form's pages and fields (create form, replace structure). Server-side.
 import Joi from 'joi';
+import { compilePattern } from './patterns';
 import { FIELD_TYPES, OPERATORS } from './types';
 import type { ConditionalLogic, Field, FormStructure, Page } from './types';
 
@@ -17,10 +18,16 @@ const RESERVED_IDS = ['__proto__', 'constructor', 'prototype'];
 
 const idSchema = Joi.string().min(1).max(64).pattern(/^[A-Za-z0-9_-]+$/).invalid(...RESERVED_IDS);
 
+export const MAX_RULE_VALUE_LENGTH = 1_000;
+/** Across all pages and fields of a form: bounds the work conditional logic costs per submission. */
+export const MAX_LOGIC_RULES = 1_000;
+
+const ruleScalar = [Joi.string().allow('').max(MAX_RULE_VALUE_LENGTH), Joi.number(), Joi.boolean()];
+
 const ruleSchema = Joi.object({
   fieldId: idSchema.required(),
   operator: Joi.string().valid(...OPERATORS).required(),
-  value: Joi.any(),
+  value: Joi.alternatives(...ruleScalar, Joi.array().items(...ruleScalar).max(200)).allow(null),
 });
 
 const logicSchema = Joi.object({
@@ -34,13 +41,9 @@ const optionSchema = Joi.object({
   value: Joi.string().min(1).max(500).required(),
 });
 
-function compilesAsRegExp(source: string, helpers: Joi.CustomHelpers): string | Joi.ErrorReport {
-  try {
-    new RegExp(source);
-    return source;
-  } catch {
-    return helpers.message({ custom: 'pattern must be a valid regular expression' });
-  }
+function compilesInLinearTime(source: string, helpers: Joi.CustomHelpers): string | Joi.ErrorReport {
+  const result = compilePattern(source);
+  return result.ok ? source : helpers.message({ custom: result.message });
 }
 
 const configSchema = Joi.object({
@@ -61,7 +64,7 @@ const validationRulesSchema = Joi.object({
   maxLength: Joi.number().integer().min(0),
   min: Joi.number(),
   max: Joi.number(),
-  pattern: Joi.string().max(1000).custom(compilesAsRegExp),
+  pattern: Joi.string().max(1000).custom(compilesInLinearTime),
 }).unknown(true);
 
 export const pageSchema: Joi.ObjectSchema = Joi.object({
@@ -211,7 +214,14 @@ function crossCheckErrors(pages: Page[], fields: Field[]): StructureError[] {
       ...typeConfigErrors(field, path),
     );
   });
-  return [...errors, ...extraPaymentErrors(fields)];
+  return [...errors, ...extraPaymentErrors(fields), ...ruleCountErrors(pages, fields)];
+}
+
+function ruleCountErrors(pages: Page[], fields: Field[]): StructureError[] {
+  const count = [...pages, ...fields].reduce((sum, item) => sum + (item.conditionalLogic?.rules.length ?? 0), 0);
+  return count > MAX_LOGIC_RULES
+    ? [{ field: 'fields', message: `A form can have at most ${MAX_LOGIC_RULES} conditional logic rules in all` }]
+    : [];
 }
 
 const byOrder = (a: { order: number }, b: { order: number }) => a.order - b.order;

@@ -1,45 +1,76 @@
 import type { EncryptionKeys } from '../../app';
 import type { Em } from '../../db/orm';
 import { isSealed, seal, unseal } from '../../lib/crypto';
+import { isSealedValue, SEALED_VALUE_KEY } from '../submissions/sealed-values';
+
+export interface UnopenableValue {
+  table: 'webhooks' | 'forms' | 'submissions';
+  id: string;
+}
 
 export interface ReencryptCounts {
   webhooks: number;
   forms: number;
   submissions: number;
+  /** Rows holding a sealed value no configured key opens: left exactly as they are. */
+  unopenable: UnopenableValue[];
 }
 
 const BATCH = 500;
+const MAX_REPORTED = 1_000;
 
-/** The value sealed with the current key, or null when it already is. */
-function resealed(value: string, keys: EncryptionKeys): string | null {
+type Outcome = { kind: 'current' } | { kind: 'resealed'; value: string } | { kind: 'unopenable' };
+
+function reseal(value: string, keys: EncryptionKeys): Outcome {
   try {
     unseal(value, keys.current);
-    return null;
+    return { kind: 'current' };
   } catch {
-    return seal(unseal(value, keys.all), keys.current);
-  }
-}
-
-/** Re-seals every sealed string inside a JSON value; null when nothing changed. */
-function resealDeep(value: unknown, keys: EncryptionKeys): unknown | null {
-  if (isSealed(value)) return resealed(value, keys);
-  if (value === null || typeof value !== 'object') return null;
-  let changed = false;
-  const copy: any = Array.isArray(value) ? [...value] : { ...value };
-  for (const key of Object.keys(copy)) {
-    const next = resealDeep(copy[key], keys);
-    if (next !== null) {
-      copy[key] = next;
-      changed = true;
+    try {
+      return { kind: 'resealed', value: seal(unseal(value, keys.all), keys.current) };
+    } catch {
+      return { kind: 'unopenable' };
     }
   }
-  return changed ? copy : null;
 }
 
-/** Walks a table by id in batches, re-sealing one column; each batch commits on its own. */
+interface DeepOutcome { value: unknown; changed: boolean; unopenable: boolean }
+
+/**
+ * Re-seals the sealed values inside a JSON value: CRM tokens in form settings (sealed strings) and
+ * sensitive answers in submissions (`{"$sealed": …}` only: a plain string is whatever a submitter typed).
+ */
+function resealDeep(value: unknown, keys: EncryptionKeys, sealedStrings: boolean): DeepOutcome {
+  if (isSealedValue(value)) {
+    const inner = resealDeep(value.$sealed, keys, true);
+    return { ...inner, value: inner.changed ? { [SEALED_VALUE_KEY]: inner.value } : value };
+  }
+  if (sealedStrings && isSealed(value)) {
+    const outcome = reseal(value, keys);
+    return outcome.kind === 'resealed'
+      ? { value: outcome.value, changed: true, unopenable: false }
+      : { value, changed: false, unopenable: outcome.kind === 'unopenable' };
+  }
+  if (value === null || typeof value !== 'object') return { value, changed: false, unopenable: false };
+  const copy: any = Array.isArray(value) ? [...value] : { ...value };
+  let changed = false;
+  let unopenable = false;
+  for (const key of Object.keys(copy)) {
+    const inner = resealDeep(copy[key], keys, sealedStrings);
+    if (inner.changed) copy[key] = inner.value;
+    changed ||= inner.changed;
+    unopenable ||= inner.unopenable;
+  }
+  return { value: changed ? copy : value, changed, unopenable };
+}
+
+/**
+ * Walks a table by id in batches, re-sealing one column; each batch commits on its own. A row with
+ * a value no key opens is reported and skipped, never allowed to stop the others.
+ */
 async function resealColumn(
-  em: Em, table: 'webhooks' | 'forms' | 'submissions', column: 'secret_sealed' | 'previous_secret_sealed' | 'settings' | 'data',
-  candidates: string, keys: EncryptionKeys,
+  em: Em, table: UnopenableValue['table'], column: 'secret_sealed' | 'previous_secret_sealed' | 'settings' | 'data',
+  candidates: string, keys: EncryptionKeys, unopenable: UnopenableValue[],
 ): Promise<number> {
   let after = '';
   let changed = 0;
@@ -50,9 +81,10 @@ async function resealColumn(
     if (!rows.length) return changed;
     await em.transactional(async (tx) => {
       for (const row of rows) {
-        const next = typeof row.value === 'string' ? resealed(row.value, keys) : resealDeep(row.value, keys);
-        if (next === null) continue;
-        const stored = typeof next === 'string' ? next : JSON.stringify(next);
+        const outcome = resealDeep(row.value, keys, table !== 'submissions');
+        if (outcome.unopenable && unopenable.length < MAX_REPORTED) unopenable.push({ table, id: row.id });
+        if (outcome.unopenable || !outcome.changed) continue;
+        const stored = typeof outcome.value === 'string' ? outcome.value : JSON.stringify(outcome.value);
         await tx.getConnection().execute(
           `update ${table} set ${column} = ?${column.endsWith('secret_sealed') ? '' : '::jsonb'} where id = ?`,
           [stored, row.id], 'run', tx.getTransactionContext(),
@@ -70,10 +102,12 @@ async function resealColumn(
  * while the service runs (a value is readable with either key throughout).
  */
 export async function reencryptSecrets(em: Em, keys: EncryptionKeys): Promise<ReencryptCounts> {
+  const unopenable: UnopenableValue[] = [];
   return {
-    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys)
-      + await resealColumn(em, 'webhooks', 'previous_secret_sealed', 'previous_secret_sealed is not null', keys),
-    forms: await resealColumn(em, 'forms', 'settings', `jsonb_typeof(settings->'integrations') = 'array'`, keys),
-    submissions: await resealColumn(em, 'submissions', 'data', `data::text like '%"enc:v1:%'`, keys),
+    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys, unopenable)
+      + await resealColumn(em, 'webhooks', 'previous_secret_sealed', 'previous_secret_sealed is not null', keys, unopenable),
+    forms: await resealColumn(em, 'forms', 'settings', `jsonb_typeof(settings->'integrations') = 'array'`, keys, unopenable),
+    submissions: await resealColumn(em, 'submissions', 'data', `data::text like '%"${SEALED_VALUE_KEY}"%'`, keys, unopenable),
+    unopenable,
   };
 }

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import Joi from 'joi';
 import type { AppContext } from '../../app';
-import { seal } from '../../lib/crypto';
 import { newTimeOrderedId } from '../../lib/ids';
 import { metrics } from '../../lib/metrics';
 import { jobIds } from '../../queues/catalogue';
@@ -10,6 +9,8 @@ import type { Field } from '../forms/types';
 import { quotaMonth } from '../quotas/quota';
 import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
+import { sealValue } from './sealed-values';
+import { submitterDetailsToStore } from './submitter';
 import { claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey, type SubmissionRow } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
@@ -82,11 +83,11 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Sensitive name values are sealed before they are stored; reads show `Redacted`. */
+/** Sensitive values are sealed before they are stored; reads show `Redacted`. */
 function sealSensitive(form: CachedForm, values: Record<string, unknown>, key: Buffer): Record<string, unknown> {
   const out = { ...values };
   for (const field of form.structure.fields) {
-    if (field.config?.sensitive === true && field.id in out) out[field.id] = seal(JSON.stringify(out[field.id]), key);
+    if (field.config?.sensitive === true && field.id in out) out[field.id] = sealValue(out[field.id], key);
   }
   return out;
 }
@@ -142,12 +143,13 @@ export async function checkSubmission(app: AppContext, form: CachedForm, input: 
   const payment = await checkPayment(app, form, check.values);
   if (payment.refusal) return { ok: false, refusal: payment.refusal };
 
+  const submitter = submitterDetailsToStore(form.structure.fields, check.values, input);
   const createdAt = new Date();
   const submission: CreatedSubmission = { id: newTimeOrderedId('sub', createdAt), formId: form.id, createdAt: createdAt.toISOString() };
   const row: SubmissionRow = {
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
     month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
-    submitterEmail: input.submitterEmail, submitterName: input.submitterName, source: input.source,
+    submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
     createdAt, paymentIntentId: payment.intentId,
     idempotency: idem ? { ...idem, responseBody: { submission } } : null,
   };

@@ -7,7 +7,7 @@ export class Submission {
   @PrimaryKey({ type: 'string' }) id!: string;
   @Property({ type: 'string' }) organizationId!: string;
   @Property({ type: 'string' }) formId!: string;
-  /** Keyed by field id; sensitive values are sealed strings. */
+  /** Keyed by field id; sensitive values are sealed (`{"$sealed": "enc:v1:…"}`). */
   @Property({ type: 'json' }) data!: Record<string, unknown>;
   @Property({ type: 'text', nullable: true }) submitterEmail: string | null = null;
   @Property({ type: 'text', nullable: true }) submitterName: string | null = null;

@@ -65,9 +65,9 @@ const NEW_DELIVERIES = `new_deliveries as (
  */
 const STORE_SQL = `
 with ${NEW_DELIVERIES}, new_syncs as (
-  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status, next_attempt_at)
-  select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'provider', 'pending', now() from jsonb_array_elements(?::jsonb) x
-  on conflict (submission_id, integration_index) do nothing
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending', now() from jsonb_array_elements(?::jsonb) x
+  on conflict (submission_id, integration_id) do nothing
   returning id
 ), processed as (
   update outbox set processed_at = now() where id = ? and processed_at is null returning id
@@ -117,7 +117,9 @@ export async function fanOutSubmission(em: Em, job: { submissionId: string; outb
     const { submission, organizationId } = found;
     const event = buildSubmissionEvent({ id: submission.formId, title: found.title }, submission, found.fields);
     const deliveries = found.webhookIds.map((webhookId) => ({ id: newId('dlv'), webhookId }));
-    const syncs = activeIntegrations(found.settings).map(({ index, integration }) => ({ id: newId('crm'), index, provider: integration.type }));
+    const syncs = activeIntegrations(found.settings).map(({ index, integration }) => ({
+      id: newId('crm'), index, integrationId: integration.id, provider: integration.type,
+    }));
     const rows = await tx.execute(STORE_SQL, [
       organizationId, event.id, FORM_SUBMISSION_CREATED, JSON.stringify(event), JSON.stringify(deliveries),
       organizationId, submission.formId, submission.id, JSON.stringify(syncs),

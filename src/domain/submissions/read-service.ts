@@ -1,5 +1,5 @@
 import type { Em } from '../../db/orm';
-import { isSealed } from '../../lib/crypto';
+import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
 import { recordChangesSql } from './changes';
@@ -26,7 +26,7 @@ export interface ListFilter {
 
 /** Sealed (sensitive) values are never shown by ordinary reads. */
 export function redact(data: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, isSealed(v) ? REDACTED : v]));
+  return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, isSealedValue(v) ? REDACTED : v]));
 }
 
 /** Keys by the field's current label; a deleted field keeps its id; a repeated label gets its id appended. */

@@ -1,5 +1,6 @@
 // Submission validation shared by the API and the hosted page (browser-safe: no Node imports).
 import { isEmptyValue, ownValue, visibleFieldIds } from '../forms/logic';
+import { matchesPattern, PATTERN_INPUT_MAX_LENGTH } from '../forms/patterns';
 import type { Field, FieldType, FormStructure } from '../forms/types';
 
 export interface FieldError { field: string; message: string }
@@ -41,16 +42,6 @@ function isOptionList(value: unknown, allowed: string[]): value is string[] {
     && new Set(value).size === value.length;
 }
 
-function compilePattern(source: unknown): RegExp | null {
-  if (typeof source !== 'string') return null;
-  try {
-    return new RegExp(source);
-  } catch {
-    // Structure validation rejects bad patterns; one stored before that must not block submitters.
-    return null;
-  }
-}
-
 function numericLimit(...candidates: unknown[]): number | null {
   const limits = candidates.filter((n): n is number => typeof n === 'number' && Number.isFinite(n));
   return limits.length ? Math.min(...limits) : null;
@@ -63,8 +54,10 @@ function checkStringRules(field: Field, value: string, withConfigMax = false): s
   const maxLength = numericLimit(rules.maxLength, withConfigMax ? field.config.maxLength : undefined);
   if (minLength !== null && value.length < minLength) return `Must be at least ${minLength} characters`;
   if (maxLength !== null && value.length > maxLength) return `Must be at most ${maxLength} characters`;
-  const pattern = compilePattern(rules.pattern);
-  if (pattern && !pattern.test(value)) return 'Does not match the required format';
+  if (typeof rules.pattern === 'string') {
+    if (value.length > PATTERN_INPUT_MAX_LENGTH) return `Must be at most ${PATTERN_INPUT_MAX_LENGTH} characters`;
+    if (!matchesPattern(rules.pattern, value)) return 'Does not match the required format';
+  }
   return null;
 }
 
@@ -211,15 +204,28 @@ export function validateFieldValue(field: Field, value: unknown): string | null 
   return validator ? validator(field, value) : 'Unsupported field type';
 }
 
+/**
+ * Type checks come first, and visibility is computed only over the values that passed them: a
+ * rule never reads an unchecked value (a megabyte array where a checkbox belongs).
+ */
 export function validateSubmission(structure: FormStructure, data: Record<string, unknown>): SubmissionCheck {
   const known = new Set(structure.fields.map((field) => field.id));
   const errors: FieldError[] = Object.keys(data)
     .filter((key) => !known.has(key))
     .map((key) => ({ field: key, message: 'Unknown field' }));
-  const visible = visibleFieldIds(structure, data);
+  const checked: Record<string, unknown> = Object.create(null);
+  const typeErrors = new Map<string, string>();
+  for (const field of structure.fields) {
+    const value = ownValue(data, field.id);
+    if (isEmptyValue(value)) continue;
+    const message = validateFieldValue(field, value);
+    if (message) typeErrors.set(field.id, message);
+    else checked[field.id] = value;
+  }
+
+  const visible = visibleFieldIds(structure, checked);
   const values: Record<string, unknown> = {};
   const missingRequired: Field[] = [];
-
   for (const field of structure.fields) {
     if (!visible.has(field.id)) continue;
     const value = ownValue(data, field.id);
@@ -227,7 +233,7 @@ export function validateSubmission(structure: FormStructure, data: Record<string
       if (field.required && field.type !== 'heading') missingRequired.push(field);
       continue;
     }
-    const message = validateFieldValue(field, value);
+    const message = typeErrors.get(field.id);
     if (message) errors.push({ field: field.id, message });
     else values[field.id] = value;
   }

@@ -41,12 +41,15 @@ export async function checkFormOfOrganization(em: Em, organizationId: string, fo
   if (formId && !(await findForm(em, organizationId, formId))) throw new WebhookFormNotFound('Form not found');
 }
 
+/** One answer for every host that cannot be used, so the answers cannot map internal networks. */
+export const UNREACHABLE_TARGET_MESSAGE = 'url must name a host that resolves to publicly reachable addresses only';
+
 async function checkTarget(url: string, allowPrivate: boolean): Promise<void> {
   try {
     await assertSafeTarget(url, { allowPrivate });
   } catch (err) {
-    if (err instanceof OutboundError) throw new UnsafeWebhookTarget(err.message);
-    throw err;
+    if (!(err instanceof OutboundError)) throw err;
+    throw new UnsafeWebhookTarget(err.kind === 'invalid_url' ? err.message : UNREACHABLE_TARGET_MESSAGE);
   }
 }
 

@@ -6,6 +6,7 @@ import {
   createForm, findForm, getFormDetail, listForms, loadStructure, replaceStructure, SlugTakenError, softDeleteForm,
   updateFormMetadata, type FormInput, type FormPatch,
 } from '../../domain/forms/form-service';
+import { UnresolvedMaskedToken } from '../../domain/forms/settings';
 import { normalizeStructure } from '../../domain/forms/structure';
 import type { FormStructure } from '../../domain/forms/types';
 import { newId } from '../../lib/ids';
@@ -47,8 +48,11 @@ function structureOrFail(pages: unknown, fields: unknown): FormStructure {
   return result.structure;
 }
 
-function slugTaken(err: unknown): never {
+function refusedFormWrite(err: unknown): never {
   if (err instanceof SlugTakenError) throw errors.validation([{ field: 'slug', message: err.message }]);
+  if (err instanceof UnresolvedMaskedToken) {
+    throw errors.validation([{ field: `settings.integrations[${err.index}].accessToken`, message: err.message }]);
+  }
   throw err;
 }
 
@@ -63,7 +67,7 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
   server.post('/v1/forms', authenticated(app, 'forms:write', async ({ em, organizationId, json }) => {
     const input = validate<FormInput & { pages?: unknown[]; fields?: unknown[] }>(createSchema, json());
     const structure = structureOrFail(input.pages, input.fields);
-    const detail = await createForm(em, organizationId, input, structure, app.encryptionKey).catch(slugTaken);
+    const detail = await createForm(em, organizationId, input, structure, app.encryptionKey).catch(refusedFormWrite);
     return { status: 201, body: { form: presentFormDetail(detail) } };
   }));
 
@@ -79,7 +83,7 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw formNotFound();
     const patch = validate<FormPatch>(updateSchema, body);
-    const form = await updateFormMetadata(em, organizationId, formId, patch).catch(slugTaken);
+    const form = await updateFormMetadata(em, organizationId, formId, patch).catch(refusedFormWrite);
     if (!form) throw formNotFound();
     app.forgetForm(formId);
     return { status: 200, body: { form: presentFormDetail({ form, ...(await loadStructure(em, formId)) }) } };
@@ -91,7 +95,7 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     if (!formId || !(await findForm(em, organizationId, formId))) throw formNotFound();
     const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any> }>(structureSchema, body);
     const structure = structureOrFail(input.pages, input.fields);
-    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey);
+    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey).catch(refusedFormWrite);
     if (!detail) throw formNotFound();
     app.forgetForm(formId);
     return { status: 200, body: { form: presentFormDetail(detail) } };

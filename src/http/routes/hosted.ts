@@ -3,10 +3,11 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { hostedPageCsp, renderHostedPage, renderNotFoundPage } from '../../public/hosted-page';
+import { hostedPageCsp, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../../public/hosted-page';
 import { describeError } from '../pipeline';
 import { PUBLIC_SECURITY_HEADERS } from '../public-pipeline';
-import { publicFormBuilder, publishedForm } from './public';
+import { metrics } from '../../lib/metrics';
+import { admitPublicRequest, publicClientKey, publicFormBuilder } from './public';
 import { formIdParam } from './schemas';
 
 /** Where scripts/build-browser.js puts the bundles (dist/public, next to dist/src). */
@@ -44,13 +45,22 @@ function readAsset(app: AppContext, file: string): Buffer | null {
 export function registerHostedRoutes(server: Server, app: AppContext): void {
   const toPublicForm = publicFormBuilder(app);
   const scriptUrl = app.config.turnstileScriptUrl;
+  const clientKeyOf = publicClientKey(app);
+  const { publicRateLimitGet } = app.config;
 
   server.get('/f/:formId', async (req: Request, res: Response) => {
     const notFound = () => sendText(res, 404, 'text/html; charset=utf-8', renderNotFoundPage(), { 'Cache-Control': 'no-store' });
     try {
-      const formId = formIdParam(req);
-      const form = formId ? await publishedForm(app, formId) : null;
-      if (!form) return notFound();
+      const { admission, headers } = await admitPublicRequest(app, clientKeyOf(req), formIdParam(req), { name: 'pub-page', limit: publicRateLimitGet });
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+      if (!admission.ok && admission.kind === 'rate_limited') {
+        metrics.rateLimitRejections.inc({ scope: 'public' });
+        return sendText(res, 429, 'text/html; charset=utf-8', renderRateLimitedPage(), {
+          'Cache-Control': 'no-store', 'Retry-After': String(admission.decision.retryAfter),
+        });
+      }
+      if (!admission.ok) return notFound();
+      const { form } = admission;
       // A nonce is only worth something if no two responses share it: never cache the page.
       const nonce = randomBytes(18).toString('base64');
       const html = renderHostedPage({ form: toPublicForm(form), assetBase: '', turnstileScriptUrl: scriptUrl, cspNonce: nonce });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Server } from 'restify';
 import type { AppContext } from '../../app';
 import { registry } from '../../lib/metrics';
+import { isBearerAuthorized } from '../../ops/admin-auth';
 
 const OPENAPI_PATH = path.resolve(__dirname, '../../../../openapi.yaml');
 
@@ -42,7 +43,13 @@ export function registerOpsRoutes(server: Server, app: AppContext, lifecycle: Li
     res.end(openapi);
   });
 
-  server.get('/metrics', async (_req, res) => {
+  server.get('/metrics', async (req, res) => {
+    const token = app.config.metricsToken;
+    if (token && !isBearerAuthorized(req.header('authorization') || undefined, token)) {
+      res.header('WWW-Authenticate', 'Bearer');
+      res.send(401, { error: 'unauthorized', message: 'A valid metrics token is required' });
+      return;
+    }
     const body = await registry.metrics();
     res.setHeader('Content-Type', registry.contentType);
     res.writeHead(200);

@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import { INTEGRATION_ID } from '../../domain/forms/settings';
 import type { Request } from 'restify';
 
 export const FORM_ID = /^form_[a-zA-Z0-9]+$/;
@@ -28,6 +29,7 @@ export const settingsSchema = Joi.object({
     tokens: Joi.object().pattern(/^[A-Za-z][A-Za-z0-9-]{0,63}$/, cssSafe),
   }).allow(null),
   integrations: Joi.array().max(10).items(Joi.object({
+    id: Joi.string().pattern(INTEGRATION_ID).messages({ 'string.pattern.base': 'id must be an integration id (int_…) as reads show it' }),
     type: Joi.string().valid('hubspot').required(),
     accessToken: Joi.string().min(1).max(2000).required(),
     fieldMap: Joi.object().pattern(/^[A-Za-z0-9_-]{1,64}$/, Joi.string().min(1).max(100)).required(),

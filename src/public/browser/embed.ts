@@ -18,14 +18,44 @@ function scriptOrigin(script: HTMLScriptElement): string | null {
   }
 }
 
-/** The hosted page address; the host page's query parameters pass through for prefilling. */
-function frameUrl(origin: string, formId: string): string {
+const UTM_PARAMETER = /^utm_[A-Za-z0-9_]+$/;
+
+/**
+ * The hosted page address. Of the host page's query parameters only the form's prefill parameters
+ * and `utm_*` pass through: others (password-reset tokens, OAuth codes) are none of the form's business.
+ */
+function frameUrl(origin: string, formId: string, prefillNames: ReadonlySet<string>): string {
   const url = new URL(`/f/${encodeURIComponent(formId)}`, origin);
   new URLSearchParams(window.location.search).forEach((value, key) => {
-    if (key !== 'embed') url.searchParams.append(key, value);
+    if (key !== 'embed' && (prefillNames.has(key) || UTM_PARAMETER.test(key))) url.searchParams.append(key, value);
   });
   url.searchParams.set('embed', '1');
   return url.href;
+}
+
+function hasForwardableCandidates(): boolean {
+  let found = false;
+  new URLSearchParams(window.location.search).forEach((_value, key) => {
+    if (key !== 'embed' && !UTM_PARAMETER.test(key)) found = true;
+  });
+  return found;
+}
+
+/** The form's prefill parameter names, from its public description; none when it cannot be read. */
+async function prefillParameterNames(origin: string, formId: string): Promise<Set<string>> {
+  if (!hasForwardableCandidates()) return new Set();
+  try {
+    const response = await fetch(`${origin}/public/forms/${encodeURIComponent(formId)}`, { credentials: 'omit' });
+    if (!response.ok) return new Set();
+    const form: unknown = await response.json();
+    const fields: unknown = form && typeof form === 'object' ? (form as { fields?: unknown }).fields : null;
+    if (!Array.isArray(fields)) return new Set();
+    return new Set(fields
+      .map((field) => (field && typeof field === 'object' ? (field as { prefillParam?: unknown }).prefillParam : undefined))
+      .filter((name): name is string => typeof name === 'string'));
+  } catch {
+    return new Set();
+  }
 }
 
 function place(script: HTMLScriptElement, iframe: HTMLIFrameElement): void {
@@ -76,7 +106,6 @@ function embed(script: HTMLScriptElement): void {
     return;
   }
   const iframe = document.createElement('iframe');
-  iframe.src = frameUrl(origin, formId);
   iframe.title = script.getAttribute('data-title') || 'Form';
   iframe.className = 'formservice-embed';
   iframe.setAttribute('width', '100%');
@@ -86,6 +115,9 @@ function embed(script: HTMLScriptElement): void {
   iframe.style.height = INITIAL_HEIGHT;
   listen(iframe, origin, formId);
   place(script, iframe);
+  void prefillParameterNames(origin, formId).then((names) => {
+    iframe.src = frameUrl(origin, formId, names);
+  });
 }
 
 function isEmbedScript(script: HTMLScriptElement): boolean {

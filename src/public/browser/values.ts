@@ -67,13 +67,17 @@ function nameText(value: unknown): string {
   return parts.filter((part): part is string => typeof part === 'string').join(' ').trim();
 }
 
-/** submitterEmail/submitterName taken from the first answered email and name fields. */
+/**
+ * submitterEmail/submitterName taken from the first answered email and name fields that are not
+ * sensitive: those are sealed at rest, and the submitter details are stored in clear.
+ */
 export function submitterDetails(
   fields: Field[],
   values: Record<string, unknown>,
 ): { submitterEmail?: string; submitterName?: string } {
   const details: { submitterEmail?: string; submitterName?: string } = {};
   for (const field of fields) {
+    if (field.config?.sensitive === true) continue;
     const value = values[field.id];
     if (field.type === 'email' && typeof value === 'string' && !details.submitterEmail) {
       details.submitterEmail = value;

@@ -1,0 +1,57 @@
+import { expect } from 'chai';
+import type { Field, FieldType } from '../../src/domain/forms/types';
+import { submitterDetailsToStore } from '../../src/domain/submissions/submitter';
+import { submitterDetails } from '../../src/public/browser/values';
+
+function field(id: string, type: FieldType, config: Record<string, unknown> = {}): Field {
+  return {
+    id, type, label: id, placeholder: null, description: null, required: false, config,
+    validationRules: {}, order: 0, pageId: null, conditionalLogic: null,
+  };
+}
+
+describe('submitter details and sensitive fields', () => {
+  const fields = [
+    field('patient', 'name', { sensitive: true }),
+    field('contact', 'name'),
+    field('private_email', 'email', { sensitive: true }),
+    field('email', 'email'),
+  ];
+
+  describe('the hosted page', () => {
+    it('never copies a sensitive name or email field into the submitter details', () => {
+      const details = submitterDetails(fields, {
+        patient: { format: 'full', fullName: 'Grace Hopper' }, contact: { format: 'full', fullName: 'Ada Lovelace' },
+        private_email: 'grace@example.com', email: 'ada@example.com',
+      });
+      expect(details).to.deep.equal({ submitterName: 'Ada Lovelace', submitterEmail: 'ada@example.com' });
+    });
+
+    it('sends no submitter name when the only name field is sensitive', () => {
+      expect(submitterDetails(fields, { patient: { format: 'split', firstName: 'Grace', lastName: 'Hopper' } })).to.deep.equal({});
+    });
+  });
+
+  describe('the server', () => {
+    const store = (values: Record<string, unknown>, submitterName: string | null, submitterEmail: string | null = null) =>
+      submitterDetailsToStore(fields, values, { submitterName, submitterEmail });
+    const split = { patient: { format: 'split', firstName: 'Grace', lastName: 'Hopper' } };
+
+    it('drops a submitterName that repeats a sensitive name, whole or in part, whatever its case and spacing', () => {
+      for (const name of ['Grace Hopper', 'grace  HOPPER', 'Hopper', 'Dr. Grace Hopper']) {
+        expect(store(split, name).submitterName, name).to.equal(null);
+      }
+      expect(store({ patient: { format: 'full', fullName: 'Grace Hopper' } }, 'Grace Hopper').submitterName).to.equal(null);
+    });
+
+    it('keeps a submitterName unrelated to the sensitive answers', () => {
+      expect(store(split, 'Ada Lovelace').submitterName).to.equal('Ada Lovelace');
+      expect(store({}, 'Grace Hopper').submitterName, 'sensitive field left empty').to.equal('Grace Hopper');
+    });
+
+    it('drops a submitterEmail that repeats a sensitive email answer', () => {
+      expect(store({ private_email: 'grace@example.com' }, null, 'Grace@Example.com').submitterEmail).to.equal(null);
+      expect(store({ private_email: 'grace@example.com' }, null, 'ada@example.com').submitterEmail).to.equal('ada@example.com');
+    });
+  });
+});
