@@ -402,9 +402,9 @@ describe('security: hostile input and hostile tenants', () => {
       expect(stored.settings.integrations[0].id).to.equal(second.id);
       expect(unseal(stored.settings.integrations[0].accessToken, crm.app.decryptionKeys)).to.equal('pat-portal-b');
 
-      const removed = await attemptCrmSync(crm.app, syncs[0].id, { number: 1, max: 3 }, noPauses);
+      const removed = await attemptCrmSync(crm.app, syncs[0].id, noPauses);
       expect(removed).to.deep.equal({ kind: 'unsyncable', reason: 'Integration was removed or disabled' });
-      const kept = await attemptCrmSync(crm.app, syncs[1].id, { number: 1, max: 3 }, noPauses);
+      const kept = await attemptCrmSync(crm.app, syncs[1].id, noPauses);
       expect(kept.kind).to.equal('attempted');
       expect(hubspot.requests.map((r) => r.authorization)).to.deep.equal(['Bearer pat-portal-b']);
     });
