@@ -4,7 +4,7 @@ import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm } from '../../src/db/orm';
 import { FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
-import { maxAttempts } from '../../src/domain/webhooks/policy';
+import { maxAttempts } from '../../src/domain/outbound/attempt';
 import { newId } from '../../src/lib/ids';
 import { jobIds } from '../../src/queues/catalogue';
 import { Producer } from '../../src/queues/producer';

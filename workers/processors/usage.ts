@@ -1,7 +1,10 @@
 import type { AppContext } from '../../src/app';
 import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
-import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
+import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { relayOutbox } from '../../src/domain/outbox/relay';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { rollupUsage } from '../../src/domain/usage/rollup';
 import type { JobName } from '../../src/queues/catalogue';
 
 /** How often each repeatable job runs, in ms. */

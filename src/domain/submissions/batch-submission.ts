@@ -1,13 +1,14 @@
-import type { AppContext } from '../../app';
 import {
   checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmission, submissionStored, submittableForm,
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
-  type SubmissionResult,
+  type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
 import {
   claimIdempotencyKey, completeIdempotencyKey, findIdempotencyRecords, insertSubmissionBatch, releaseIdempotencyKey,
 } from './store';
 import type { FieldError } from './validate';
+
+
 
 export const BATCH_MAX_ITEMS = 100;
 /** Payment intents of one batch verified with Stripe at the same time. */
@@ -74,7 +75,7 @@ function storableTogether(ready: CheckedSubmission[]): boolean {
  * With an Idempotency-Key the batch first claims it, like a single submission: a retry while the
  * first runs is told to wait, and a batch that ends without an answer to keep frees the key.
  */
-export async function createSubmissionBatch(app: AppContext, request: BatchRequest): Promise<BatchResult> {
+export async function createSubmissionBatch(app: SubmissionDeps, request: BatchRequest): Promise<BatchResult> {
   if (!request.idempotencyKey) return decideBatch(app, request, null);
   const idem = { key: request.idempotencyKey, requestHash: requestFingerprint(`${request.formId}/batch`, request.requestBody) };
   const em = app.orm.em.fork();
@@ -101,7 +102,7 @@ export async function createSubmissionBatch(app: AppContext, request: BatchReque
 }
 
 async function decideBatch(
-  app: AppContext, request: BatchRequest, idem: { key: string; requestHash: string } | null,
+  app: SubmissionDeps, request: BatchRequest, idem: { key: string; requestHash: string } | null,
 ): Promise<BatchResult> {
 
   const first = await submittableForm(app, request.organizationId, request.formId, false);

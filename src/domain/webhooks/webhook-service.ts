@@ -7,7 +7,7 @@ import { assertSafeTarget, OutboundError } from '../../lib/outbound';
 import { findForm } from '../forms/form-service';
 import { Webhook, WebhookDelivery } from './entities';
 import { buildTestEvent, normalizeEvents, WEBHOOK_TEST } from './events';
-import { isSuccess } from './policy';
+import { isSuccess } from '../outbound/attempt';
 import { sendSigned } from './sender';
 
 export const SECRET_PREFIX = 'whsec_';

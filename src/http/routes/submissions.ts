@@ -16,7 +16,8 @@ import {
 import {
   deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
 } from '../../domain/submissions/read-service';
-import { ApiError, errors } from '../errors';
+import { errors } from '../errors';
+import { refusalToApiError } from '../presenters/refusals';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
@@ -60,26 +61,6 @@ export function dateBounds(startDate?: string, endDate?: string): { from: Date |
 }
 
 export const IDEMPOTENCY_KEY_MAX = 255;
-
-export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
-  switch (refusal.kind) {
-    case 'not_found': return errors.notFound('Form not found');
-    case 'not_published': return new ApiError(400, 'form_not_published', 'Form is not published');
-    case 'invalid_data': return new ApiError(400, 'invalid_data', 'Request body must contain a "data" object');
-    case 'missing_required': return new ApiError(400, 'missing_required_fields',
-      `Missing required fields: ${refusal.fields.map((f) => f.label).join(', ')}`,
-      refusal.fields.map((f) => ({ field: f.id, message: `${f.label} is required` })));
-    case 'invalid_fields': return errors.validation(refusal.errors, 'Submission data failed validation');
-    case 'quota_exceeded': return new ApiError(402, 'limit_exceeded', 'Monthly submission quota of the plan reached');
-    case 'payment_used': return new ApiError(409, 'payment_already_used',
-      'This payment has already been used by a submission; create a new payment intent to submit again');
-    case 'payment_unavailable': return errors.serviceUnavailable('Payment verification is unavailable; retry later');
-    case 'idempotency_key_reused': return new ApiError(422, 'idempotency_key_reused',
-      'This Idempotency-Key was already used with a different request body');
-    case 'idempotency_key_in_use': return new ApiError(409, 'idempotency_key_in_use',
-      'A request with this Idempotency-Key is still in progress; retry shortly', undefined, { 'Retry-After': 1 });
-  }
-}
 
 function idempotencyKeyHeader(req: Request): string | null {
   const key = req.header('idempotency-key') || null;

@@ -1,7 +1,6 @@
 // A submission through the public runtime: the request body's own rules, the bot challenge, then
 // the one submission flow the API uses (same validation, quota, outbox, webhooks and CRM syncs).
-import type { AppContext } from '../app';
-import { createSubmission, submitterErrors, type SubmissionRefusal } from '../domain/submissions/create-submission';
+import { createSubmission, submitterErrors, type SubmissionDeps, type SubmissionRefusal } from '../submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
@@ -32,7 +31,7 @@ export function bodyProblem(body: unknown): string | null {
   return null;
 }
 
-export async function submitPublicForm(app: AppContext, request: PublicSubmissionRequest): Promise<PublicSubmissionResult> {
+export async function submitPublicForm(app: SubmissionDeps, request: PublicSubmissionRequest): Promise<PublicSubmissionResult> {
   const form = await app.formCache.get(request.formId);
   if (!form || form.status !== 'published') return { ok: false, refusal: { kind: 'not_found' } };
   const problem = bodyProblem(request.body);
