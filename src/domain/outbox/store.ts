@@ -36,6 +36,11 @@ export async function postponeRelay(tx: Em, ids: string[]): Promise<void> {
   );
 }
 
+/** The fan-out is done with a row (or it had nothing to do). */
+export async function markOutboxProcessed(em: Em, outboxId: string): Promise<void> {
+  await em.execute('update outbox set processed_at = now() where id = ? and processed_at is null', [outboxId]);
+}
+
 /** Rows the fan-out has not handled yet. */
 export async function countOutboxBacklog(em: Em): Promise<number> {
   const [row] = await em.getConnection().execute('select count(*)::int as n from outbox where processed_at is null');
