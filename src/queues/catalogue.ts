@@ -1,4 +1,5 @@
 import type { JobsOptions } from 'bullmq';
+import type { Config } from '../../config';
 import { maxAttempts } from '../domain/outbound/attempt';
 
 /**
@@ -49,6 +50,16 @@ export const DEFAULT_JOB_OPTIONS: { [Q in QueueName]: JobsOptions } = {
   crm: { ...RETENTION, backoff: { type: 'webhook-schedule' } },
   usage: { ...RETENTION, attempts: 3, backoff: { type: 'exponential', delay: 1000 } },
 };
+
+/** How often each repeatable job of the usage queue runs, in ms. */
+export function usageSchedule(config: Pick<Config, 'owedSweepIntervalMs'>): Record<JobName<'usage'>, number> {
+  return {
+    'relay-outbox': 5_000,
+    'rollup-usage': 60_000,
+    'maintenance': 3_600_000,
+    'sweep-owed': config.owedSweepIntervalMs,
+  };
+}
 
 /** Job ids derive from database ids so enqueuing twice is harmless; BullMQ forbids ':' in them. */
 export const jobIds = {
