@@ -3,21 +3,22 @@ import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
 import { findForm } from '../../domain/forms/form-service';
 import {
-  BATCH_MAX_ITEMS, createSubmissionBatch, type BatchItemOutcome, type BatchRequest,
+  BATCH_MAX_ITEMS, createSubmissionBatch, type BatchRequest,
 } from '../../domain/submissions/batch-submission';
 import { readChanges } from '../../domain/submissions/change-feed';
 import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
 import {
-  createSubmission, enqueueDeletionFanout, submitterErrors, type SubmissionInput, type SubmissionRefusal,
+  createSubmission, enqueueDeletionFanout, submitterErrors, type SubmissionInput,
 } from '../../domain/submissions/create-submission';
 import {
   EXPORT_CONTENT_TYPES, ExportCapacityReached, openSubmissionExport, type ExportFormat,
 } from '../../domain/submissions/export';
 import {
-  deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
+  deleteSubmission, findSubmission, listSubmissions,
 } from '../../domain/submissions/read-service';
 import { errors } from '../errors';
 import { refusalToApiError } from '../presenters/refusals';
+import { presentBatchItem, presentSubmission, presentSubmissionListItem } from '../presenters/submissions';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
@@ -97,12 +98,6 @@ function batchEnvelope(body: unknown): BatchRequest['envelope'] {
   return { items: (submissions as unknown[]).map((item) => ({ ...submissionInput(item), body: item })) };
 }
 
-function batchResult(outcome: BatchItemOutcome) {
-  if (outcome.ok) return { index: outcome.index, status: 201, submission: outcome.submission };
-  const error = refusalToApiError(outcome.refusal);
-  return { index: outcome.index, status: error.status, error: error.toJSON() };
-}
-
 export function registerSubmissionRoutes(server: Server, app: AppContext): void {
   server.post('/v1/forms/:formId/submissions', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
     const body = json();
@@ -130,10 +125,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     return {
       status: 200,
       body: {
-        submissions: items.map((s) => ({
-          id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName,
-          createdAt: s.createdAt.toISOString(), data: redact(s.data),
-        })),
+        submissions: items.map(presentSubmissionListItem),
         pagination: { limit: query.limit, offset: query.offset, total },
       },
     };
@@ -149,7 +141,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     if (!result.ok) throw refusalToApiError(result.refusal);
     return {
       status: 200,
-      body: { results: result.outcomes.map(batchResult) },
+      body: { results: result.outcomes.map(presentBatchItem) },
       headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
     };
   }));
@@ -198,18 +190,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const submission = id && (await findSubmission(em, organizationId, id));
     if (!submission) throw errors.notFound('Submission not found');
     const form = await app.formCache.get(submission.formId);
-    const rawData = redact(submission.data);
-    return {
-      status: 200,
-      body: {
-        submission: {
-          id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
-          submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
-          createdAt: submission.createdAt.toISOString(),
-          data: keyByLabel(rawData, form?.structure.fields ?? []), rawData,
-        },
-      },
-    };
+    return { status: 200, body: { submission: presentSubmission(submission, form?.structure.fields ?? []) } };
   }));
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
