@@ -1,6 +1,6 @@
 import { unseal } from '../../lib/crypto';
 import { maxAttempts, type AttemptDeps } from '../outbound/attempt';
-import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from './delivery-store';
+import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from './store';
 import { decideDelivery, type DeliveryDecision } from './policy';
 import { sendSigned, type SendResult } from './sender';
 

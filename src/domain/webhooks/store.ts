@@ -3,7 +3,8 @@ import { nextAttemptAt, rowStatus } from '../outbound/attempt';
 import type { DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
 
-// The statements of webhook deliveries: reading one for its attempt, recording the attempt.
+// The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
+// the attempt, counting an organization's webhooks, putting failed deliveries back to pending.
 
 export interface DeliveryRow {
   id: string;
@@ -74,4 +75,35 @@ export async function failDelivery(em: Em, deliveryId: string, reason: string): 
     `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
     [reason, deliveryId],
   );
+}
+
+/**
+ * Locks the organization's row (so concurrent creates take turns) and counts its webhooks. Meant to
+ * run inside the creating transaction.
+ */
+export async function lockOrganizationCountingWebhooks(tx: Em, organizationId: string): Promise<number> {
+  await tx.execute('select 1 from organizations where id = ? for no key update', [organizationId]);
+  const [{ count }] = await tx.execute('select count(*)::int as count from webhooks where organization_id = ?', [organizationId]);
+  return count;
+}
+
+/**
+ * Failed deliveries of the webhook created in [since, until) back to pending, due now, each with a
+ * fresh retry schedule; at most `limit`, oldest first, skipping rows another call holds.
+ */
+export async function resetFailedDeliveries(
+  em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date }, limit: number,
+): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set status = 'pending', next_attempt_at = now(), retry_base = attempts, updated_at = now()
+      where id in (
+        select id from webhook_deliveries
+         where webhook_id = ? and organization_id = ? and status = 'failed' and created_at >= ? and created_at < ?
+         order by created_at, id limit ${limit}
+         for update skip locked)
+        and status = 'failed'
+      returning id`,
+    [webhookId, organizationId, window.since.toISOString(), window.until.toISOString()],
+  );
+  return rows.map((row) => row.id);
 }
