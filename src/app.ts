@@ -11,8 +11,6 @@ import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';
 import { Producer } from './queues/producer';
 
-export { resolveEncryptionKeys, type EncryptionKeys } from './domain/secrets/keys';
-
 /** Everything a request handler or a job needs, built once per process. */
 export interface AppContext {
   config: Readonly<Config>;

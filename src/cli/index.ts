@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../../config';
 import { isPlan, PLANS, type Plan } from '../../config/plans';
-import { prepareDatabase, resolveEncryptionKeys } from '../app';
+import { prepareDatabase } from '../app';
 import { failFastRedis, type RedisTarget } from '../../config/redis';
 import { reencryptSecrets } from '../domain/secrets/reencrypt';
 import { createLogger } from '../lib/logger';
@@ -10,6 +10,7 @@ import {
   AdminError, createApiKey, createOrganization, listApiKeys, organizationUsage, revokeApiKey, updateOrganization,
 } from '../domain/auth/admin';
 import { presentKey, presentOrganization } from '../http/presenters/admin';
+import { resolveEncryptionKeys } from '../domain/secrets/keys';
 import { publishInvalidation } from '../lib/cache-invalidation';
 import { isScope } from '../domain/auth/scopes';
 
