@@ -29,9 +29,9 @@ async function markUnsyncable(em: Em, syncId: string, reason: string): Promise<C
   return { kind: 'unsyncable', reason };
 }
 
-async function upsertContact(app: AttemptDeps, token: string, body: string): Promise<CrmAttemptResult> {
-  return callOnce(`${app.config.hubspotApiBase}${HUBSPOT_UPSERT_PATH}`, {
-    method: 'POST', body, timeoutMs: app.config.webhookTimeoutMs, allowPrivate: app.config.webhookAllowPrivateTargets,
+async function upsertContact(deps: AttemptDeps, token: string, body: string): Promise<CrmAttemptResult> {
+  return callOnce(`${deps.config.hubspotApiBase}${HUBSPOT_UPSERT_PATH}`, {
+    method: 'POST', body, timeoutMs: deps.config.webhookTimeoutMs, allowPrivate: deps.config.webhookAllowPrivateTargets,
     headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
   });
 }
@@ -42,8 +42,8 @@ async function upsertContact(app: AttemptDeps, token: string, body: string): Pro
  * the one that moved into its place); a paused connection is reported without calling HubSpot. The
  * attempt's number comes from the row, so a job queued again by the sweep continues the schedule.
  */
-export async function attemptCrmSync(app: AttemptDeps, syncId: string, pauses: ConnectionPauses): Promise<CrmRun> {
-  const em = app.orm.em.fork();
+export async function attemptCrmSync(deps: AttemptDeps, syncId: string, pauses: ConnectionPauses): Promise<CrmRun> {
+  const em = deps.orm.em.fork();
   const row = await findSyncForAttempt(em, syncId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
@@ -54,13 +54,13 @@ export async function attemptCrmSync(app: AttemptDeps, syncId: string, pauses: C
   const contact = buildContactUpsert(integration.fieldMap, row.data, row.submitter_email);
   if (!contact) return markUnsyncable(em, syncId, 'No email address to match a contact');
 
-  const token = unseal(integration.accessToken, app.decryptionKeys);
+  const token = unseal(integration.accessToken, deps.decryptionKeys);
   const connectionId = connectionIdOf(token);
   const remainingMs = await pauses.remainingMs(connectionId);
   if (remainingMs > 0) return { kind: 'paused', remainingMs };
 
-  const result = await upsertContact(app, token, upsertRequestBody(contact));
-  const schedule = app.config.webhookRetryDelaysMs;
+  const result = await upsertContact(deps, token, upsertRequestBody(contact));
+  const schedule = deps.config.webhookRetryDelaysMs;
   const decision = decideCrmSync({
     statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts + 1,
     maxAttempts: maxAttempts(schedule), schedule, random: Math.random,

@@ -25,17 +25,17 @@ const FANOUT_OF_TOPIC = {
  * from the submission makes a double add harmless); later ones re-queue it one by one, which also
  * replaces a fan-out that used up its attempts. `skip locked` lets several relays run at once.
  */
-export async function relayOutbox(app: OutboxDeps): Promise<number> {
-  return app.orm.em.fork().transactional(async (tx) => {
+export async function relayOutbox(deps: OutboxDeps): Promise<number> {
+  return deps.orm.em.fork().transactional(async (tx) => {
     const rows = await claimRelayBatch(tx);
     if (rows.length === 0) return 0;
     const jobOf = (row: RelayRow) => ({
       name: FANOUT_OF_TOPIC[row.topic], data: { submissionId: row.submission_id, outboxId: row.id },
     });
-    await app.producer.addBulk('submissions', rows.filter((row) => row.relay_attempts === 0).map(jobOf));
+    await deps.producer.addBulk('submissions', rows.filter((row) => row.relay_attempts === 0).map(jobOf));
     for (const row of rows.filter((r) => r.relay_attempts > 0)) {
       const { name, data } = jobOf(row);
-      await app.producer.requeue('submissions', name, data);
+      await deps.producer.requeue('submissions', name, data);
     }
     await postponeRelay(tx, rows.map((row) => row.id));
     return rows.length;

@@ -12,16 +12,16 @@ export interface SweepReport {
  * an emptied Redis, a job that stalled for good, or an enqueue lost after a commit all end in an
  * attempt, with the same delivery id. Bounded per run, oldest first.
  */
-export async function sweepOwed(app: OutboxDeps, graceMs = app.config.owedSweepIntervalMs): Promise<SweepReport> {
-  const em = app.orm.em.fork();
+export async function sweepOwed(deps: OutboxDeps, graceMs = deps.config.owedSweepIntervalMs): Promise<SweepReport> {
+  const em = deps.orm.em.fork();
   let deliveriesQueued = 0;
   for (const { id } of await findOverdue(em, 'webhook_deliveries', graceMs)) {
-    const outcome = await app.producer.requeue('webhooks', 'deliver', { deliveryId: id });
+    const outcome = await deps.producer.requeue('webhooks', 'deliver', { deliveryId: id });
     if (outcome === 'queued') deliveriesQueued++;
   }
   let syncsQueued = 0;
   for (const { id } of await findOverdue(em, 'crm_syncs', graceMs)) {
-    const outcome = await app.producer.requeue('crm', 'sync', { syncId: id });
+    const outcome = await deps.producer.requeue('crm', 'sync', { syncId: id });
     if (outcome === 'queued') syncsQueued++;
   }
   return { deliveriesQueued, syncsQueued };

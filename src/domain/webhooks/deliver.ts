@@ -16,8 +16,8 @@ const WEBHOOK_DISABLED = 'Webhook is disabled';
  * from the row (attempts since its current schedule began), not from the job, so a job queued again
  * by the sweep continues the schedule rather than restarting or extending it.
  */
-export async function attemptDelivery(app: AttemptDeps, deliveryId: string): Promise<DeliveryRun> {
-  const em = app.orm.em.fork();
+export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Promise<DeliveryRun> {
+  const em = deps.orm.em.fork();
   const row = await findDeliveryForAttempt(em, deliveryId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
@@ -27,13 +27,13 @@ export async function attemptDelivery(app: AttemptDeps, deliveryId: string): Pro
     return { kind: 'skipped', reason: 'webhook_disabled' };
   }
 
-  const result = await sendSigned(app.config, {
-    url: row.url, secret: unseal(row.secret_sealed, app.decryptionKeys),
-    previousSecret: row.previous_secret_sealed ? unseal(row.previous_secret_sealed, app.decryptionKeys) : null, body: row.payload,
+  const result = await sendSigned(deps.config, {
+    url: row.url, secret: unseal(row.secret_sealed, deps.decryptionKeys),
+    previousSecret: row.previous_secret_sealed ? unseal(row.previous_secret_sealed, deps.decryptionKeys) : null, body: row.payload,
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();
-  const schedule = app.config.webhookRetryDelaysMs;
+  const schedule = deps.config.webhookRetryDelaysMs;
   const decision = decideDelivery({
     statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts - row.retry_base + 1,
     maxAttempts: maxAttempts(schedule), schedule, random: Math.random,
