@@ -1,9 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config';
 import { failFastRedis } from '../config/redis';
 import { ADMIN_DB_TIMEOUTS, ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
-import { INVALIDATION_CHANNEL, KeyStore, publishInvalidation } from './domain/auth/key-store';
+import { KeyStore } from './domain/auth/key-store';
+import { resolveEncryptionKeys } from './domain/secrets/keys';
+import { INVALIDATION_CHANNEL, publishInvalidation } from './lib/cache-invalidation';
 import { FormCache } from './domain/forms/form-cache';
 import { ensureSubmissionPartitions } from './domain/submissions/partitions';
 import { RateLimiter } from './domain/quotas/rate-limiter';
@@ -60,35 +61,6 @@ export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
   }
 }
 
-export interface EncryptionKeys {
-  /** Seals everything new. */
-  current: Buffer;
-  /** Opens sealed values: the current key first, then the previous ones. */
-  all: Buffer[];
-}
-
-/**
- * The current key is ENCRYPTION_KEY, or else one generated into the database at first start. A key
- * generated earlier keeps opening what it sealed after ENCRYPTION_KEY is set, as do the keys in
- * ENCRYPTION_KEYS_PREVIOUS, until `cli secrets reencrypt` has re-sealed everything.
- */
-export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, logger: Logger): Promise<EncryptionKeys> {
-  const conn = orm.em.getConnection();
-  if (!config.encryptionKey) {
-    await conn.execute(
-      `insert into system_settings (key, value) values ('encryption_key', ?) on conflict (key) do nothing`,
-      [randomBytes(32).toString('base64')],
-    );
-    logger.warn('ENCRYPTION_KEY is not set: using a key generated into the database; set ENCRYPTION_KEY in production');
-  }
-  const [stored] = await conn.execute(`select value from system_settings where key = 'encryption_key'`);
-  const generated = stored ? Buffer.from(stored.value, 'base64') : null;
-  const current = config.encryptionKey ?? generated!;
-  const all = [current, ...config.previousEncryptionKeys, ...(generated ? [generated] : [])]
-    .filter((key, i, keys) => keys.findIndex((other) => other.equals(key)) === i);
-  return { current, all };
-}
-
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
   const ormOptions = { preparedStatements: config.dbPreparedStatements, timeouts: config.dbTimeouts };
   const orm = await initOrm(config.databaseUrl, config.dbPoolMax, ormOptions);
@@ -125,7 +97,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   // Give Redis a moment to connect so the first requests are counted in Redis, not in the
   // per-process fallback; an unreachable Redis does not hold the start-up back.
   await Promise.all([untilReady(redis, 2_000), untilReady(producerConnection, 2_000)]);
-  const producer = new Producer(producerConnection, config.queuePrefix);
+  const producer = new Producer(producerConnection, config.queuePrefix, config.webhookRetryDelaysMs);
   return {
     config, orm, readOrm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
     formCache,

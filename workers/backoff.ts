@@ -1,3 +1,5 @@
+import { retryDelay } from '../src/domain/outbound/attempt';
+
 /**
  * Thrown by a processor to retry after exactly `delayMs`: the delay the attempt recorded on its row
  * as the next attempt time, so the queue and the database agree on when the retry is due.
@@ -6,17 +8,6 @@ export class RetryLaterError extends Error {
   constructor(message: string, readonly delayMs: number) {
     super(message);
   }
-}
-
-/**
- * The delay before retry `attempt` (1-based) from the configured schedule, with up to 20% jitter.
- * A Retry-After is honoured: at least the scheduled delay, at most twice it.
- */
-export function retryDelay(schedule: readonly number[], attempt: number, retryAfterMs: number | null, random = Math.random): number {
-  const scheduled = schedule[Math.min(attempt, schedule.length) - 1] ?? 0;
-  const jittered = Math.round(scheduled * (1 + 0.2 * random()));
-  if (retryAfterMs === null) return jittered;
-  return Math.min(Math.max(retryAfterMs, jittered), 2 * scheduled || retryAfterMs);
 }
 
 /** BullMQ custom backoff for jobs with `backoff.type = 'webhook-schedule'`. */

@@ -1,16 +1,17 @@
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../../config';
 import { isPlan, PLANS, type Plan } from '../../config/plans';
-import { prepareDatabase, resolveEncryptionKeys } from '../app';
+import { prepareDatabase } from '../app';
 import { failFastRedis, type RedisTarget } from '../../config/redis';
 import { reencryptSecrets } from '../domain/secrets/reencrypt';
 import { createLogger } from '../lib/logger';
 import { ADMIN_DB_TIMEOUTS, initOrm, type Orm } from '../db/orm';
 import {
-  AdminError, createApiKey, createOrganization, listApiKeys, organizationUsage, presentKey,
-  presentOrganization, revokeApiKey, updateOrganization,
+  AdminError, createApiKey, createOrganization, listApiKeys, organizationUsage, revokeApiKey, updateOrganization,
 } from '../domain/auth/admin';
-import { publishInvalidation } from '../domain/auth/key-store';
+import { presentKey, presentOrganization } from '../http/presenters/admin';
+import { resolveEncryptionKeys } from '../domain/secrets/keys';
+import { publishInvalidation } from '../lib/cache-invalidation';
 import { isScope } from '../domain/auth/scopes';
 
 const USAGE = `usage: npm run --silent cli -- <command>
@@ -105,7 +106,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
         organizationId: required(values.org, '--org'), scopes: scopes(values.scopes),
         name: values.name, expiresAt: expiresAt(values['expires-at']),
       });
-      // Exactly what CONTRACT §3 shows: the one time the whole key is printed.
+      // The one time the whole key is printed: id, key, scopes, expiresAt, and nothing else.
       return { id: record.id, key, scopes: record.scopes, expiresAt: record.expiresAt?.toISOString() ?? null };
     }
     case 'keys list':

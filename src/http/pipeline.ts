@@ -10,6 +10,7 @@ import { PLAN_LIMITS } from '../../config/plans';
 import { jsonBodyProblem } from '../lib/json-guard';
 import { metrics } from '../lib/metrics';
 import { ApiError, errors, unexpectedError } from './errors';
+import { requestState } from './request-state';
 
 export interface Reply {
   status: number;
@@ -63,8 +64,8 @@ async function streamReply(app: AppContext, req: Request, res: Response, reply: 
     await pipeline([...reply.stream!, res]);
   } catch (err: any) {
     const clientGone = err?.code === 'ERR_STREAM_PREMATURE_CLOSE';
-    if (clientGone) app.logger.debug({ reqId: (req as any).requestId }, 'client went away during a streamed answer');
-    else app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'streamed answer failed midway');
+    if (clientGone) app.logger.debug({ reqId: requestState(req).requestId }, 'client went away during a streamed answer');
+    else app.logger.error({ err: describeError(err), reqId: requestState(req).requestId }, 'streamed answer failed midway');
   }
 }
 
@@ -86,7 +87,7 @@ export function describeError(err: unknown): Record<string, unknown> {
 
 export function sendApiError(app: AppContext, req: Request, res: Response, err: unknown): void {
   const apiError = err instanceof ApiError ? err : unexpectedError(err);
-  if (!(err instanceof ApiError)) app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'unhandled error');
+  if (!(err instanceof ApiError)) app.logger.error({ err: describeError(err), reqId: requestState(req).requestId }, 'unhandled error');
   sendReply(res, { status: apiError.status, body: apiError.toJSON(), headers: apiError.headers });
 }
 
@@ -98,7 +99,7 @@ export function sendApiError(app: AppContext, req: Request, res: Response, err: 
 export async function admitKey(app: AppContext, req: Request, res: Response): Promise<AuthenticatedKey> {
   const key = await app.keyStore.authenticate(extractApiKey(req.headers));
   if (!key) throw errors.unauthorized();
-  (req as any).organizationId = key.organizationId;
+  requestState(req).organizationId = key.organizationId;
 
   const decision = await app.rateLimiter.hit(`key:${key.id}`, PLAN_LIMITS[key.plan].requestsPerMinute);
   res.header('X-RateLimit-Limit', String(decision.limit));
@@ -112,7 +113,7 @@ export async function admitKey(app: AppContext, req: Request, res: Response): Pr
 }
 
 /**
- * The authenticated request pipeline, in the order of CONTRACT §11:
+ * The authenticated request pipeline, checks in this order:
  * 401 key → 429 rate limit (every request with a valid key counts) → 403 scope → handler.
  */
 export function authenticated(app: AppContext, scope: Scope, handler: AuthedHandler) {

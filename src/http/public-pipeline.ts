@@ -3,8 +3,9 @@ import type { AppContext } from '../app';
 import { parseTrustedProxies, resolveClientIp } from '../lib/client-ip';
 import { ApiError, unexpectedError } from './errors';
 import { describeError, sendReply, type Reply } from './pipeline';
+import { requestState } from './request-state';
 
-/** A failure in the public error shape (spec §7): `{success:false, error}` or `{success:false, errors}`. */
+/** A failure in the public error shape (the public error shape of openapi.yaml): `{success:false, error}` or `{success:false, errors}`. */
 export class PublicError extends Error {
   constructor(
     readonly status: number,
@@ -75,7 +76,7 @@ export function publicRoute(app: AppContext, handler: PublicHandler) {
       sendReply(res, await handler(req, res));
     } catch (err) {
       const known = toPublicError(err);
-      if (!known) app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'unhandled error');
+      if (!known) app.logger.error({ err: describeError(err), reqId: requestState(req).requestId }, 'unhandled error');
       const failure = known ?? toPublicError(unexpectedError(err))!;
       sendReply(res, { status: failure.status, body: failure.body, headers: { 'Cache-Control': 'no-store', ...failure.headers } });
     }

@@ -13,6 +13,7 @@ import { registerOpsRoutes, type Lifecycle } from './routes/ops';
 import { registerPublicRoutes } from './routes/public';
 import { registerSubmissionRoutes } from './routes/submissions';
 import { registerWebhookRoutes } from './routes/webhooks';
+import { requestState } from './request-state';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -63,13 +64,13 @@ function guardRequestBody(req: Request, _res: Response, next: (err?: unknown) =>
 
 /** The route pattern, never the raw URL, so metric labels stay bounded; requests no route took are 'unmatched'. */
 function routeLabel(req: Request, route: any): string {
-  return String(route?.spec?.path ?? (req as any).routeLabel ?? 'unmatched');
+  return String(route?.spec?.path ?? requestState(req).routeLabel ?? 'unmatched');
 }
 
 /**
  * Shapes what restify's router refuses (unknown path, wrong method, body too large) like every other
  * error. Under /v1 a request that presents a key is still a request with that key: it is checked
- * and counted first (CONTRACT §11), so it can get 401 or 429 and always carries rate-limit headers.
+ * and counted first (401 and 429 come before any other answer), so it can get 401 or 429 and always carries rate-limit headers.
  */
 async function answerRouterError(app: AppContext, req: Request, res: Response, err: any): Promise<void> {
   let apiError = translateRestifyError(err, req.method ?? 'GET');
@@ -104,8 +105,8 @@ export function createHttpServer(app: AppContext): HttpServer {
   server.pre((req: Request, res: Response, next) => {
     const incoming = req.header('x-request-id');
     const requestId = incoming && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();
-    (req as any).requestId = requestId;
-    (req as any).startedAt = process.hrtime.bigint();
+    requestState(req).requestId = requestId;
+    requestState(req).startedAt = process.hrtime.bigint();
     res.setHeader('X-Request-Id', requestId);
     // While draining, answer and close: clients reconnect to a replica that stays.
     if (lifecycle.draining) res.setHeader('Connection', 'close');
@@ -129,13 +130,13 @@ export function createHttpServer(app: AppContext): HttpServer {
   });
 
   server.on('after', (req: Request, res: Response, route: any) => {
-    const started = (req as any).startedAt as bigint | undefined;
+    const started = requestState(req).startedAt;
     const seconds = started ? Number(process.hrtime.bigint() - started) / 1e9 : 0;
     const routePath = routeLabel(req, route);
     metrics.httpDuration.observe({ method: req.method, route: routePath, status: String(res.statusCode) }, seconds);
     app.logger.info({
-      reqId: (req as any).requestId, method: req.method, route: routePath, status: res.statusCode,
-      durationMs: Math.round(seconds * 1000), organizationId: (req as any).organizationId,
+      reqId: requestState(req).requestId, method: req.method, route: routePath, status: res.statusCode,
+      durationMs: Math.round(seconds * 1000), organizationId: requestState(req).organizationId,
     }, 'request');
   });
 

@@ -1,5 +1,6 @@
 import type { Job, Queue } from 'bullmq';
 import type { AppContext } from '../app';
+import { countOutboxBacklog } from '../domain/outbox/store';
 import { QUEUE_NAMES } from '../queues/catalogue';
 
 export interface QueueStats {
@@ -60,8 +61,7 @@ export async function readQueueStats(queue: Queue, now = Date.now()): Promise<Qu
 }
 
 export async function readOutboxBacklog(app: AppContext): Promise<number> {
-  const [row] = await app.orm.em.getConnection().execute('select count(*)::int as n from outbox where processed_at is null');
-  return row.n;
+  return countOutboxBacklog(app.orm.em.fork());
 }
 
 export async function readQueueHealth(app: AppContext): Promise<QueueHealthReport> {

@@ -1,4 +1,6 @@
 import type { JobsOptions } from 'bullmq';
+import type { Config } from '../../config';
+import { maxAttempts } from '../domain/outbound/attempt';
 
 /**
  * Every queue, its job names and their payloads. Payloads carry ids only, never secrets or
@@ -42,11 +44,22 @@ export const DEFAULT_JOB_OPTIONS: { [Q in QueueName]: JobsOptions } = {
   // One fan-out per submission: keeping each completed one would cost Redis work on the hot path and
   // show nothing the outbox does not (processed_at). Failures are kept like everywhere else.
   submissions: { ...RETENTION, removeOnComplete: true, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
-  // Webhook and CRM retries follow the configured delay list (see workers/backoff.ts).
+  // Webhook and CRM retries follow the configured delay list (see workers/backoff.ts); their attempts
+  // come from its length (jobOptions).
   webhooks: { ...RETENTION, backoff: { type: 'webhook-schedule' } },
   crm: { ...RETENTION, backoff: { type: 'webhook-schedule' } },
   usage: { ...RETENTION, attempts: 3, backoff: { type: 'exponential', delay: 1000 } },
 };
+
+/** How often each repeatable job of the usage queue runs, in ms. */
+export function usageSchedule(config: Pick<Config, 'owedSweepIntervalMs'>): Record<JobName<'usage'>, number> {
+  return {
+    'relay-outbox': 5_000,
+    'rollup-usage': 60_000,
+    'maintenance': 3_600_000,
+    'sweep-owed': config.owedSweepIntervalMs,
+  };
+}
 
 /** Job ids derive from database ids so enqueuing twice is harmless; BullMQ forbids ':' in them. */
 export const jobIds = {
@@ -56,3 +69,37 @@ export const jobIds = {
   deliver: (deliveryId: string) => `deliver-${deliveryId}`,
   crmSync: (syncId: string, generation = 0) => generation ? `crm-${syncId}-r${generation}` : `crm-${syncId}`,
 };
+
+/** What every job of the catalogue is added with: an id derived from its payload, and its attempts. */
+export interface JobOptions {
+  jobId: string;
+  attempts?: number;
+  delay?: number;
+}
+
+type Payloads = { [Q in QueueName]: { [N in JobName<Q>]: (payload: JobPayload<Q, N>) => string } };
+
+/** The job id of each job added by id (the usage jobs run on schedulers and have none here). */
+const JOB_ID: { [Q in Exclude<QueueName, 'usage'>]: Payloads[Q] } = {
+  submissions: {
+    fanout: ({ submissionId }) => jobIds.fanout(submissionId),
+    'fanout-deletion': ({ submissionId }) => jobIds.fanoutDeletion(submissionId),
+  },
+  webhooks: { deliver: ({ deliveryId }) => jobIds.deliver(deliveryId) },
+  crm: { sync: ({ syncId }) => jobIds.crmSync(syncId) },
+};
+
+/** Queues whose jobs retry on the configured delay list: one attempt more than it has delays. */
+const SCHEDULED_RETRIES: ReadonlySet<QueueName> = new Set(['webhooks', 'crm']);
+
+/**
+ * The options of one job. `retrySchedule` is the configured delay list; without it, scheduled jobs
+ * keep the queue's default attempts.
+ */
+export function jobOptions<Q extends Exclude<QueueName, 'usage'>, N extends JobName<Q>>(
+  queue: Q, name: N, payload: JobPayload<Q, N>, retrySchedule?: readonly number[],
+): JobOptions {
+  const jobId = (JOB_ID[queue] as Record<string, (p: unknown) => string>)[name](payload);
+  if (!retrySchedule || !SCHEDULED_RETRIES.has(queue)) return { jobId };
+  return { jobId, attempts: maxAttempts(retrySchedule) };
+}

@@ -1,6 +1,9 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { DEFAULT_JOB_OPTIONS, QUEUE_NAMES, type JobName, type JobPayload, type QueueName } from './catalogue';
+import { DEFAULT_JOB_OPTIONS, jobOptions, QUEUE_NAMES, type JobName, type JobOptions, type JobPayload, type QueueName } from './catalogue';
+
+/** Queues whose jobs are added by id (the usage queue runs on schedulers). */
+type IdQueue = Exclude<QueueName, 'usage'>;
 
 /** Redis is not connected, or did not answer in time: the caller falls back (outbox, sweep) or answers 503. */
 export class QueueUnavailableError extends Error {}
@@ -11,17 +14,21 @@ const QUEUE_CALL_TIMEOUT_MS = 2_000;
 interface PendingJob {
   name: string;
   data: unknown;
-  opts: { jobId: string };
+  opts: JobOptions;
   settle: (err?: unknown) => void;
 }
 
-/** The one place that adds jobs; typed by the catalogue. */
+/**
+ * The one place that adds jobs; typed by the catalogue, which also gives each job its id and
+ * attempts (`retrySchedule` is the configured webhook/CRM delay list). `overrides` exist for tests
+ * and for a delay.
+ */
 export class Producer {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly pending = new Map<QueueName, PendingJob[]>();
   private flushScheduled = false;
 
-  constructor(private readonly connection: Redis, prefix: string) {
+  constructor(private readonly connection: Redis, prefix: string, private readonly retrySchedule?: readonly number[]) {
     // Each call waiting for the connection listens for it: one per request in flight at most.
     connection.setMaxListeners(0);
     for (const name of QUEUE_NAMES) {
@@ -91,11 +98,14 @@ export class Producer {
    *   its schedule gives way to `delay` (a manual retry runs now, not at the old retry time);
    * - a completed or failed job, or none at all (Redis forgot it), is (re)added: 'queued'.
    */
-  async requeue<Q extends QueueName, N extends JobName<Q>>(
-    queue: Q, name: N, payload: JobPayload<Q, N>,
-    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean },
+  async requeue<Q extends IdQueue, N extends JobName<Q>>(
+    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> & { replaceWaiting?: boolean } = {},
   ): Promise<'queued' | 'live'> {
-    return this.bounded(() => this.requeueNow(queue, name, payload, opts));
+    return this.bounded(() => this.requeueNow(queue, name, payload, { ...this.options(queue, name, payload), ...overrides }));
+  }
+
+  private options<Q extends IdQueue, N extends JobName<Q>>(queue: Q, name: N, payload: JobPayload<Q, N>): JobOptions {
+    return jobOptions(queue, name, payload, this.retrySchedule);
   }
 
   private async requeueNow<Q extends QueueName, N extends JobName<Q>>(
@@ -120,17 +130,19 @@ export class Producer {
     return 'queued';
   }
 
-  async add<Q extends QueueName, N extends JobName<Q>>(
-    queue: Q, name: N, payload: JobPayload<Q, N>, opts: { jobId: string; delay?: number; attempts?: number },
+  async add<Q extends IdQueue, N extends JobName<Q>>(
+    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> = {},
   ): Promise<void> {
+    const opts = { ...this.options(queue, name, payload), ...overrides };
     await this.bounded(() => this.queue(queue).add(name, payload, opts));
   }
 
   /** Many jobs of one queue in one round trip. */
-  async addBulk<Q extends QueueName, N extends JobName<Q>>(
-    queue: Q, jobs: Array<{ name: N; data: JobPayload<Q, N>; opts: { jobId: string; attempts?: number } }>,
+  async addBulk<Q extends IdQueue, N extends JobName<Q>>(
+    queue: Q, jobs: Array<{ name: N; data: JobPayload<Q, N>; opts?: Partial<JobOptions> }>,
   ): Promise<void> {
-    if (jobs.length) await this.bounded(() => this.queue(queue).addBulk(jobs));
+    const withOptions = jobs.map(({ name, data, opts }) => ({ name, data, opts: { ...this.options(queue, name, data), ...opts } }));
+    if (jobs.length) await this.bounded(() => this.queue(queue).addBulk(withOptions));
   }
 
   /**
@@ -138,9 +150,10 @@ export class Producer {
    * instead of one per job, which matters on the submission hot path. While Redis is down it fails
    * at once, so nothing piles up in memory: callers have the outbox to fall back on.
    */
-  addSoon<Q extends QueueName, N extends JobName<Q>>(
-    queue: Q, name: N, payload: JobPayload<Q, N>, opts: { jobId: string },
+  addSoon<Q extends IdQueue, N extends JobName<Q>>(
+    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> = {},
   ): Promise<void> {
+    const opts = { ...this.options(queue, name, payload), ...overrides };
     if (!this.isConnected()) return Promise.reject(new QueueUnavailableError('Redis is not connected'));
     return new Promise((resolve, reject) => {
       const batch = this.pending.get(queue) ?? [];

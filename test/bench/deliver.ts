@@ -4,9 +4,7 @@ import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm } from '../../src/db/orm';
 import { FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
-import { maxAttempts } from '../../src/domain/webhooks/policy';
 import { newId } from '../../src/lib/ids';
-import { jobIds } from '../../src/queues/catalogue';
 import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
@@ -94,12 +92,9 @@ async function enqueueBacklog(env: { databaseUrl: string; redisUrl: string; queu
     await orm.close();
   }
   const connection = new IORedis(env.redisUrl, { maxRetriesPerRequest: null });
-  const producer = new Producer(connection, env.queuePrefix);
-  const attempts = maxAttempts(loadConfig().webhookRetryDelaysMs);
+  const producer = new Producer(connection, env.queuePrefix, loadConfig().webhookRetryDelaysMs);
   for (let i = 0; i < ids.length; i += 500) {
-    await producer.queue('webhooks').addBulk(ids.slice(i, i + 500).map((deliveryId) => ({
-      name: 'deliver', data: { deliveryId }, opts: { jobId: jobIds.deliver(deliveryId), attempts },
-    })));
+    await producer.addBulk('webhooks', ids.slice(i, i + 500).map((deliveryId) => ({ name: 'deliver' as const, data: { deliveryId } })));
   }
   await producer.close();
   connection.disconnect();

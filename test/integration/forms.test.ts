@@ -49,7 +49,7 @@ describe('forms API', () => {
       const key = await createKey(t.app, tenant.organizationId, ['*']);
       expect((await call(t.url, 'GET', '/v1/forms', { key })).status).to.equal(200);
       const { listApiKeys, revokeApiKey } = await import('../../src/domain/auth/admin');
-      const { publishInvalidation } = await import('../../src/domain/auth/key-store');
+      const { publishInvalidation } = await import('../../src/lib/cache-invalidation');
       const em = t.app.orm.em.fork();
       const record = (await listApiKeys(em, tenant.organizationId)).find((k) => key.endsWith(k.last4) && !k.revokedAt)!;
       await revokeApiKey(em, record.id);
@@ -67,7 +67,7 @@ describe('forms API', () => {
     // Revoked behind the service's back: only a database lookup would notice.
     const [row] = await conn.execute('update api_keys set revoked_at = now() where key_hash = ? returning id', [hashApiKey(key)]);
     expect((await call(t.url, 'GET', '/v1/forms', { key })).status).to.equal(200);
-    const { publishInvalidation } = await import('../../src/domain/auth/key-store');
+    const { publishInvalidation } = await import('../../src/lib/cache-invalidation');
     await publishInvalidation(t.app.redis, `key:${row.id}`);
     await new Promise((r) => setTimeout(r, 100));
     expect((await call(t.url, 'GET', '/v1/forms', { key })).status).to.equal(401);

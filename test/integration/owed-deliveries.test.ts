@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { sweepOwed } from '../../src/domain/usage/usage-jobs';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createTenant, type TestTenant } from '../support/harness';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';

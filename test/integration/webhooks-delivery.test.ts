@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { fanOutSubmission } from '../../src/domain/submissions/fanout';
 import { verifySignature } from '../../src/domain/webhooks/signing';
-import { runMaintenance } from '../../src/domain/usage/usage-jobs';
+import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import { fanOutDeletion } from '../../src/domain/submissions/fanout';
-import { relayOutbox } from '../../src/domain/usage/usage-jobs';
+import { relayOutbox } from '../../src/domain/outbox/relay';
 import { verifySignature } from '../../src/domain/webhooks/signing';
 import { RECOVERY_BATCH } from '../../src/domain/webhooks/webhook-service';
 import { jobIds } from '../../src/queues/catalogue';

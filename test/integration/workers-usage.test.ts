@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import { UnrecoverableError, Worker } from 'bullmq';
 import IORedis from 'ioredis';
-import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
+import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { relayOutbox } from '../../src/domain/outbox/relay';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { rollupUsage } from '../../src/domain/usage/rollup';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';

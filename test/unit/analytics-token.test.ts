@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHmac, randomBytes } from 'node:crypto';
-import { analyticsTokenKey, ANALYTICS_TOKEN_TTL_MS, issueAnalyticsToken, verifyAnalyticsToken } from '../../src/public/analytics-token';
+import { analyticsTokenKey, ANALYTICS_TOKEN_TTL_MS, issueAnalyticsToken, verifyAnalyticsToken } from '../../src/domain/public/analytics-token';
 import { completionRate, isAnalyticsEvent, utcDay } from '../../src/domain/forms/analytics';
 
 describe('analytics token', () => {

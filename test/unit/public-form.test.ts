@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { CachedForm } from '../../src/domain/forms/form-cache';
 import type { Field, FieldType, Page } from '../../src/domain/forms/types';
-import { botProtectionEnabled, buildPublicForm, publicField, publicSettings } from '../../src/public/public-form';
+import { botProtectionEnabled, buildPublicForm, publicField, publicSettings } from '../../src/domain/public/public-form';
 
 function field(id: string, type: FieldType, extra: Partial<Field> = {}): Field {
   return {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { OutboundRequest, OutboundResponse } from '../../src/lib/outbound';
 import { OutboundError } from '../../src/lib/outbound';
-import { interpretSiteverify, tokenProblem, verifyCaptcha, type SiteverifyOutcome } from '../../src/public/turnstile';
+import { interpretSiteverify, tokenProblem, verifyCaptcha, type SiteverifyOutcome } from '../../src/domain/public/turnstile';
 
 const answer = (body: unknown) => JSON.stringify(body);
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import {
-  decideCrmSync, decideDelivery, excerpt, maxAttempts, parseRetryAfter, type AttemptFacts,
-} from '../../src/domain/webhooks/policy';
+import { decideCrmSync } from '../../src/domain/crm/policy';
+import { excerpt, maxAttempts, parseRetryAfter, type AttemptFacts } from '../../src/domain/outbound/attempt';
+import { decideDelivery } from '../../src/domain/webhooks/policy';
 
 const SCHEDULE = [5_000, 300_000, 1_800_000];
 const NOW = new Date('2026-11-10T12:00:00Z');

@@ -1,8 +1,9 @@
-import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import { attemptCrmSync, type ConnectionPauses } from '../../src/domain/crm/crm-sync';
 import type { JobPayload } from '../../src/queues/catalogue';
-import { RetryLaterError } from '../backoff';
+import { crmGiveUpMessage } from '../../src/domain/crm/policy';
+import { settle } from '../settle';
 
 /** Pauses live in Redis so every crm worker process honours them; without Redis, nothing is paused. */
 function redisPauses(app: AppContext): ConnectionPauses {
@@ -32,14 +33,5 @@ export async function sync(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>)
       await job.moveToDelayed(Date.now() + run.remainingMs, job.token);
       throw new DelayedError();
   }
-  const { decision, result } = run;
-  const reason = result.error ?? '';
-  switch (decision.kind) {
-    case 'succeeded':
-      return { statusCode: result.statusCode };
-    case 'retry':
-      throw new RetryLaterError(reason, decision.delayMs);
-    case 'failed':
-      throw new UnrecoverableError(decision.permanent ? `not retryable: ${reason}` : `retries exhausted: ${reason}`);
-  }
+  return settle(run, crmGiveUpMessage);
 }

@@ -1,14 +1,10 @@
 import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import { fanOutDeletion, fanOutSubmission } from '../../src/domain/submissions/fanout';
-import { maxAttempts } from '../../src/domain/webhooks/policy';
 import type { JobPayload } from '../../src/queues/catalogue';
-import { jobIds } from '../../src/queues/catalogue';
 
 async function queueDeliveries(app: AppContext, deliveryIds: string[]): Promise<void> {
-  const attempts = maxAttempts(app.config.webhookRetryDelaysMs);
-  await Promise.all(deliveryIds.map((deliveryId) =>
-    app.producer.add('webhooks', 'deliver', { deliveryId }, { jobId: jobIds.deliver(deliveryId), attempts })));
+  await Promise.all(deliveryIds.map((deliveryId) => app.producer.add('webhooks', 'deliver', { deliveryId })));
 }
 
 /**
@@ -17,11 +13,9 @@ async function queueDeliveries(app: AppContext, deliveryIds: string[]): Promise<
  */
 export async function fanout(app: AppContext, job: Job<JobPayload<'submissions', 'fanout'>>) {
   const result = await fanOutSubmission(app.orm.em.fork(), job.data);
-  const attempts = maxAttempts(app.config.webhookRetryDelaysMs);
   await Promise.all([
     queueDeliveries(app, result.deliveryIds),
-    ...result.syncIds.map((syncId) =>
-      app.producer.add('crm', 'sync', { syncId }, { jobId: jobIds.crmSync(syncId), attempts })),
+    ...result.syncIds.map((syncId) => app.producer.add('crm', 'sync', { syncId })),
   ]);
   return { submissionFound: result.submissionFound, deliveries: result.deliveryIds.length, syncs: result.syncIds.length };
 }

@@ -1,18 +1,11 @@
 import type { AppContext } from '../../src/app';
 import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
-import { relayOutbox, rollupUsage, runMaintenance, sweepOwed } from '../../src/domain/usage/usage-jobs';
-import type { JobName } from '../../src/queues/catalogue';
-
-/** How often each repeatable job runs, in ms. */
-export function usageSchedule(app: AppContext): Record<JobName<'usage'>, number> {
-  return {
-    'relay-outbox': 5_000,
-    'rollup-usage': 60_000,
-    'maintenance': 3_600_000,
-    'sweep-owed': app.config.owedSweepIntervalMs,
-  };
-}
+import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { relayOutbox } from '../../src/domain/outbox/relay';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { rollupUsage } from '../../src/domain/usage/rollup';
+import { usageSchedule } from '../../src/queues/catalogue';
 
 /**
  * Repeatable jobs; upsertJobScheduler is idempotent, so every usage worker process may call it. The
@@ -22,7 +15,7 @@ export function usageSchedule(app: AppContext): Record<JobName<'usage'>, number>
 export async function scheduleUsageJobs(app: AppContext): Promise<void> {
   const queue = app.producer.queue('usage');
   const upsertAll = async () => {
-    for (const [name, every] of Object.entries(usageSchedule(app))) {
+    for (const [name, every] of Object.entries(usageSchedule(app.config))) {
       await queue.upsertJobScheduler(name, { every }, { name, data: {} });
     }
   };

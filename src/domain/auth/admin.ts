@@ -7,18 +7,6 @@ import { ApiKey, Organization } from './entities';
 
 export class AdminError extends Error {}
 
-export function presentOrganization(org: Organization) {
-  return { id: org.id, name: org.name, plan: org.plan, monthlyQuota: effectiveQuota(org.plan, org.monthlyQuota) };
-}
-
-export function presentKey(key: ApiKey) {
-  return {
-    id: key.id, name: key.name, prefix: key.prefix, last4: key.last4, scopes: key.scopes,
-    createdAt: key.createdAt.toISOString(), expiresAt: key.expiresAt?.toISOString() ?? null,
-    lastUsedAt: key.lastUsedAt?.toISOString() ?? null, revokedAt: key.revokedAt?.toISOString() ?? null,
-  };
-}
-
 export async function createOrganization(em: Em, input: { name: string; plan: Plan; monthlyQuota?: number | null }): Promise<Organization> {
   const org = Object.assign(new Organization(), {
     id: newId('org'), name: input.name, plan: input.plan, monthlyQuota: input.monthlyQuota ?? null,

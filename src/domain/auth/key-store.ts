@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import type { Plan } from '../../../config/plans';
 import type { Orm } from '../../db/orm';
 import { TtlCache } from '../../lib/ttl-cache';
@@ -12,7 +11,6 @@ export interface AuthenticatedKey {
   plan: Plan;
 }
 
-export const INVALIDATION_CHANNEL = 'formservice:auth-invalidate';
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 
 /**
@@ -80,11 +78,4 @@ export class KeyStore {
       .execute('update api_keys set last_used_at = ? where id = ?', [now, keyId])
       .catch(() => this.lastUsedWrites.delete(keyId));
   }
-}
-
-/** Cached records other processes must drop: API keys, organizations (plan changes), forms. */
-export type InvalidationMessage = `key:${string}` | `org:${string}` | `form:${string}`;
-
-export async function publishInvalidation(redis: Redis, message: InvalidationMessage): Promise<void> {
-  await redis.publish(INVALIDATION_CHANNEL, message);
 }

@@ -1,12 +1,9 @@
 // Conditional logic: which pages and fields are visible for a set of submitted values.
 // Browser-safe (bundled into the hosted page): no Node imports, no dependencies.
 import type { ConditionalLogic, ConditionRule, FormStructure } from './types';
+import { isPlainObject } from '../../lib/objects';
 
 type Values = Record<string, unknown>;
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** The value submitted for `key`; never one inherited from Object.prototype (a field may be called `constructor`). */
 export function ownValue(values: Values, key: string): unknown {

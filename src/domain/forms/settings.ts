@@ -4,7 +4,7 @@ import { randomBase62 } from '../../lib/ids';
 export const MASKED_SECRET = '***';
 export const INTEGRATION_ID = /^int_[A-Za-z0-9]{1,64}$/;
 
-type Settings = Record<string, any>;
+export type Settings = Record<string, any>;
 
 function integrationsOf(settings: Settings | null | undefined): any[] {
   return Array.isArray(settings?.integrations) ? settings!.integrations : [];
@@ -47,14 +47,4 @@ export function sealSettings(incoming: Settings, previous: Settings | null, key:
     return typeof token === 'string' ? { ...integration, id, accessToken: seal(token, key) } : { ...integration, id };
   });
   return { ...incoming, integrations };
-}
-
-/** What API reads show: tokens are write-only. */
-export function presentSettings(settings: Settings): Settings {
-  if (!Array.isArray(settings.integrations)) return settings;
-  return {
-    ...settings,
-    integrations: settings.integrations.map((integration: any) =>
-      integration && 'accessToken' in integration ? { ...integration, accessToken: MASKED_SECRET } : integration),
-  };
 }

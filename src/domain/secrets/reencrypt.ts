@@ -1,4 +1,4 @@
-import type { EncryptionKeys } from '../../app';
+import type { EncryptionKeys } from './keys';
 import type { Em } from '../../db/orm';
 import { isSealed, seal, unseal } from '../../lib/crypto';
 import { isSealedValue, SEALED_VALUE_KEY } from '../submissions/sealed-values';

@@ -1,13 +1,14 @@
-import type { AppContext } from '../../app';
 import {
   checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmission, submissionStored, submittableForm,
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
-  type SubmissionResult,
+  type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
 import {
   claimIdempotencyKey, completeIdempotencyKey, findIdempotencyRecords, insertSubmissionBatch, releaseIdempotencyKey,
 } from './store';
 import type { FieldError } from './validate';
+
+
 
 export const BATCH_MAX_ITEMS = 100;
 /** Payment intents of one batch verified with Stripe at the same time. */
@@ -74,10 +75,10 @@ function storableTogether(ready: CheckedSubmission[]): boolean {
  * With an Idempotency-Key the batch first claims it, like a single submission: a retry while the
  * first runs is told to wait, and a batch that ends without an answer to keep frees the key.
  */
-export async function createSubmissionBatch(app: AppContext, request: BatchRequest): Promise<BatchResult> {
-  if (!request.idempotencyKey) return decideBatch(app, request, null);
+export async function createSubmissionBatch(deps: SubmissionDeps, request: BatchRequest): Promise<BatchResult> {
+  if (!request.idempotencyKey) return decideBatch(deps, request, null);
   const idem = { key: request.idempotencyKey, requestHash: requestFingerprint(`${request.formId}/batch`, request.requestBody) };
-  const em = app.orm.em.fork();
+  const em = deps.orm.em.fork();
   const claim = await claimIdempotencyKey(em, request.organizationId, idem.key, idem.requestHash);
   if (claim.kind === 'completed') {
     if (claim.stored.requestHash !== idem.requestHash) return { ok: false, refusal: { kind: 'idempotency_key_reused' } };
@@ -86,7 +87,7 @@ export async function createSubmissionBatch(app: AppContext, request: BatchReque
   if (claim.kind === 'in_progress') return { ok: false, refusal: { kind: 'idempotency_key_in_use' } };
   let kept = false;
   try {
-    const result = await decideBatch(app, request, idem);
+    const result = await decideBatch(deps, request, idem);
     // A refusal that a retry may not get again (the payment backend was away) is not kept.
     if (result.ok && !result.outcomes.some((o) => !o.ok && o.refusal.kind === 'payment_unavailable')) {
       kept = await completeIdempotencyKey(em, request.organizationId, idem.key, claim.token, 200, { results: result.outcomes });
@@ -95,16 +96,16 @@ export async function createSubmissionBatch(app: AppContext, request: BatchReque
   } finally {
     if (!kept) {
       await releaseIdempotencyKey(em, request.organizationId, idem.key, claim.token)
-        .catch((err) => app.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
+        .catch((err) => deps.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
     }
   }
 }
 
 async function decideBatch(
-  app: AppContext, request: BatchRequest, idem: { key: string; requestHash: string } | null,
+  deps: SubmissionDeps, request: BatchRequest, idem: { key: string; requestHash: string } | null,
 ): Promise<BatchResult> {
 
-  const first = await submittableForm(app, request.organizationId, request.formId, false);
+  const first = await submittableForm(deps, request.organizationId, request.formId, false);
   if ('refusal' in first) return { ok: false, refusal: first.refusal };
   if ('errors' in request.envelope) return { ok: false, refusal: { kind: 'invalid_fields', errors: request.envelope.errors } };
   const { items } = request.envelope;
@@ -114,7 +115,7 @@ async function decideBatch(
     ? { key: itemIdempotencyKey(idem.key, i), requestHash: requestFingerprint(request.formId, item.body) }
     : null));
   if (idem) {
-    const stored = await findIdempotencyRecords(app.orm, request.organizationId, itemIdem.map((c) => c!.key));
+    const stored = await findIdempotencyRecords(deps.orm, request.organizationId, itemIdem.map((c) => c!.key));
     itemIdem.forEach((claim, i) => {
       const record = stored.get(claim!.key);
       if (record) outcomes[i] = outcomeOf(i, replay(record, claim!.requestHash));
@@ -124,7 +125,7 @@ async function decideBatch(
   let form = first.form;
   for (let attempt = 0; attempt < 3; attempt++) {
     if (attempt > 0) {
-      const found = await submittableForm(app, request.organizationId, request.formId, true);
+      const found = await submittableForm(deps, request.organizationId, request.formId, true);
       if ('refusal' in found) {
         outcomes.forEach((o, i) => { outcomes[i] = o ?? { index: i, ok: false, refusal: found.refusal }; });
         break;
@@ -132,7 +133,7 @@ async function decideBatch(
       form = found.form;
     }
     const pending = items.map((_, i) => i).filter((i) => !outcomes[i]);
-    const checks = await mapAtMost(pending, PAYMENT_CHECKS_AT_ONCE, (i) => checkSubmission(app, form, items[i], itemIdem[i]));
+    const checks = await mapAtMost(pending, PAYMENT_CHECKS_AT_ONCE, (i) => checkSubmission(deps, form, items[i], itemIdem[i]));
     const ready: Array<{ index: number; checked: CheckedSubmission }> = [];
     checks.forEach((check, k) => {
       const index = pending[k];
@@ -142,11 +143,11 @@ async function decideBatch(
     if (ready.length === 0) break;
 
     if (storableTogether(ready.map((r) => r.checked))) {
-      const together = await insertSubmissionBatch(app.orm, ready.map((r) => r.checked.row));
+      const together = await insertSubmissionBatch(deps.orm, ready.map((r) => r.checked.row));
       if (together.kind === 'form_changed') continue;
       if (together.kind === 'created') {
         for (const { index, checked } of ready) {
-          submissionStored(app, checked.row, together.outboxIds.get(checked.row.id)!);
+          submissionStored(deps, checked.row, together.outboxIds.get(checked.row.id)!);
           outcomes[index] = { index, ok: true, submission: checked.submission };
         }
         break;
@@ -154,7 +155,7 @@ async function decideBatch(
     }
     let decideAgain = false;
     for (const { index, checked } of ready) {
-      const result = await storeCheckedSubmission(app, checked);
+      const result = await storeCheckedSubmission(deps, checked);
       if (result === DECIDE_AGAIN) { decideAgain = true; break; }
       outcomes[index] = outcomeOf(index, result);
     }

@@ -1,10 +1,13 @@
 import { createHash } from 'node:crypto';
 import Joi from 'joi';
-import type { AppContext } from '../../app';
+import type { Config } from '../../../config';
+import type { Orm } from '../../db/orm';
 import { newTimeOrderedId } from '../../lib/ids';
+import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
-import { jobIds } from '../../queues/catalogue';
-import type { CachedForm } from '../forms/form-cache';
+import { isPlainObject } from '../../lib/objects';
+import type { Producer } from '../../queues/producer';
+import type { CachedForm, FormCache } from '../forms/form-cache';
 import type { Field } from '../forms/types';
 import { quotaMonth } from '../quotas/quota';
 import type { SubmissionSource } from './entities';
@@ -13,6 +16,16 @@ import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
 import { claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey, type SubmissionRow } from './store';
 import { validateSubmission, type FieldError } from './validate';
+
+/** What storing a submission uses: the database, the form cache, the key sealing values, the queues. */
+export interface SubmissionDeps {
+  orm: Orm;
+  config: Readonly<Config>;
+  logger: Logger;
+  producer: Producer;
+  formCache: FormCache;
+  encryptionKey: Buffer;
+}
 
 export interface SubmissionRequest {
   /** The organization the caller acts for; public requests take the form's. */
@@ -79,10 +92,6 @@ export function requestFingerprint(formId: string, body: unknown): string {
   return createHash('sha256').update(`${formId}\n${canonicalJson(body)}`).digest('hex');
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** Sensitive values are sealed before they are stored; reads show `Redacted`. */
 function sealSensitive(form: CachedForm, values: Record<string, unknown>, key: Buffer): Record<string, unknown> {
   const out = { ...values };
@@ -92,14 +101,14 @@ function sealSensitive(form: CachedForm, values: Record<string, unknown>, key: B
   return out;
 }
 
-async function checkPayment(app: AppContext, form: CachedForm, values: Record<string, unknown>)
+async function checkPayment(deps: SubmissionDeps, form: CachedForm, values: Record<string, unknown>)
   : Promise<{ intentId: string | null; refusal?: SubmissionRefusal }> {
   const field = form.structure.fields.find((f) => f.type === 'payment' && typeof values[f.id] === 'string');
   if (!field) return { intentId: null };
   const intentId = values[field.id] as string;
   try {
     const problem = await verifyPaymentIntent(
-      { apiBase: app.config.stripeApiBase, secretKey: app.config.stripeSecretKey, timeoutMs: 10_000 },
+      { apiBase: deps.config.stripeApiBase, secretKey: deps.config.stripeSecretKey, timeoutMs: 10_000 },
       intentId, { amount: field.config.amount, currency: field.config.currency },
     );
     if (problem) return { intentId, refusal: { kind: 'invalid_fields', errors: [{ field: field.id, message: problem }] } };
@@ -132,7 +141,7 @@ export type IdempotencyClaim = { key: string; requestHash: string; claimToken?: 
  * Every check of one submission against a published form, in the order clients see them:
  * invalid data → missing required → field validation → payment.
  */
-export async function checkSubmission(app: AppContext, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim)
+export async function checkSubmission(deps: SubmissionDeps, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim)
   : Promise<{ ok: true; checked: CheckedSubmission } | { ok: false; refusal: SubmissionRefusal }> {
   if (!isPlainObject(input.data)) return { ok: false, refusal: { kind: 'invalid_data' } };
   const check = validateSubmission(form.structure, input.data);
@@ -140,7 +149,7 @@ export async function checkSubmission(app: AppContext, form: CachedForm, input: 
   const fieldErrors = [...check.errors, ...(input.metadataErrors ?? [])];
   if (fieldErrors.length) return { ok: false, refusal: { kind: 'invalid_fields', errors: fieldErrors } };
 
-  const payment = await checkPayment(app, form, check.values);
+  const payment = await checkPayment(deps, form, check.values);
   if (payment.refusal) return { ok: false, refusal: payment.refusal };
 
   const submitter = submitterDetailsToStore(form.structure.fields, check.values, input);
@@ -148,7 +157,7 @@ export async function checkSubmission(app: AppContext, form: CachedForm, input: 
   const submission: CreatedSubmission = { id: newTimeOrderedId('sub', createdAt), formId: form.id, createdAt: createdAt.toISOString() };
   const row: SubmissionRow = {
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
-    month: quotaMonth(createdAt), data: sealSensitive(form, check.values, app.encryptionKey),
+    month: quotaMonth(createdAt), data: sealSensitive(form, check.values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
     createdAt, paymentIntentId: payment.intentId,
     idempotency: idem ? { ...idem, responseBody: { submission } } : null,
@@ -160,13 +169,13 @@ export async function checkSubmission(app: AppContext, form: CachedForm, input: 
 export const DECIDE_AGAIN = Symbol('decide again');
 
 /** Stores one checked submission in its own statement; the answer it alone gets. */
-export async function storeCheckedSubmission(app: AppContext, checked: CheckedSubmission)
+export async function storeCheckedSubmission(deps: SubmissionDeps, checked: CheckedSubmission)
   : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
   const { row, submission } = checked;
-  const outcome = await insertSubmission(app.orm, row);
+  const outcome = await insertSubmission(deps.orm, row);
   switch (outcome.kind) {
     case 'created':
-      submissionStored(app, row, outcome.outboxId);
+      submissionStored(deps, row, outcome.outboxId);
       return { ok: true, submission, replayed: false };
     case 'quota_exceeded':
       metrics.quotaRejections.inc();
@@ -176,7 +185,7 @@ export async function storeCheckedSubmission(app: AppContext, checked: CheckedSu
     case 'idempotency_lost':
       return refuse({ kind: 'idempotency_key_in_use' });
     case 'idempotency_conflict': {
-      const stored = await findIdempotencyRecord(app.orm, row.organizationId, row.idempotency!.key);
+      const stored = await findIdempotencyRecord(deps.orm, row.organizationId, row.idempotency!.key);
       return stored ? replay(stored, row.idempotency!.requestHash) : DECIDE_AGAIN;
     }
     case 'form_changed':
@@ -185,53 +194,53 @@ export async function storeCheckedSubmission(app: AppContext, checked: CheckedSu
 }
 
 /** After commit: count it and hand it to the fan-out. */
-export function submissionStored(app: AppContext, row: SubmissionRow, outboxId: string): void {
+export function submissionStored(deps: SubmissionDeps, row: SubmissionRow, outboxId: string): void {
   metrics.submissions.inc({ source: row.source });
-  enqueueFanout(app, row.id, outboxId);
+  enqueueFanout(deps, row.id, outboxId);
 }
 
 /** The form a request names, or why there is none to submit to. */
-export async function submittableForm(app: AppContext, organizationId: string | null, formId: string, fresh: boolean)
+export async function submittableForm(deps: SubmissionDeps, organizationId: string | null, formId: string, fresh: boolean)
   : Promise<{ form: CachedForm } | { refusal: SubmissionRefusal }> {
-  const form = await app.formCache.get(formId, fresh);
+  const form = await deps.formCache.get(formId, fresh);
   if (!form || (organizationId && form.organizationId !== organizationId)) return { refusal: { kind: 'not_found' } };
   if (form.status !== 'published') return { refusal: { kind: 'not_published' } };
   return { form };
 }
 
 /**
- * The one submission flow for the API and the public runtime, in CONTRACT §11's order:
+ * The one submission flow for the API and the public runtime; its checks answer in this order:
  * 404 → not published → invalid data → missing required → field validation → payment → quota → claim.
  * With an Idempotency-Key the request first claims the key: a retry while it runs is told to wait
  * (never an answer this request would not have given), and anything but a 201 frees the key again.
  */
-export async function createSubmission(app: AppContext, request: SubmissionRequest): Promise<SubmissionResult> {
-  if (!request.idempotencyKey || !request.organizationId) return decideAndStore(app, request, null);
+export async function createSubmission(deps: SubmissionDeps, request: SubmissionRequest): Promise<SubmissionResult> {
+  if (!request.idempotencyKey || !request.organizationId) return decideAndStore(deps, request, null);
   const { organizationId, idempotencyKey: key } = request;
   const requestHash = requestFingerprint(request.formId, request.requestBody);
-  const em = app.orm.em.fork();
+  const em = deps.orm.em.fork();
   const claim = await claimIdempotencyKey(em, organizationId, key, requestHash);
   if (claim.kind === 'completed') return replay(claim.stored, requestHash);
   if (claim.kind === 'in_progress') return refuse({ kind: 'idempotency_key_in_use' });
   let result: SubmissionResult | null = null;
   try {
-    result = await decideAndStore(app, request, { key, requestHash, claimToken: claim.token });
+    result = await decideAndStore(deps, request, { key, requestHash, claimToken: claim.token });
     return result;
   } finally {
     if (!result?.ok) {
       await releaseIdempotencyKey(em, organizationId, key, claim.token)
-        .catch((err) => app.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
+        .catch((err) => deps.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
     }
   }
 }
 
-async function decideAndStore(app: AppContext, request: SubmissionRequest, idem: IdempotencyClaim): Promise<SubmissionResult> {
+async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, idem: IdempotencyClaim): Promise<SubmissionResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const found = await submittableForm(app, request.organizationId, request.formId, attempt > 0);
+    const found = await submittableForm(deps, request.organizationId, request.formId, attempt > 0);
     if ('refusal' in found) return refuse(found.refusal);
-    const check = await checkSubmission(app, found.form, request, idem);
+    const check = await checkSubmission(deps, found.form, request, idem);
     if (!check.ok) return refuse(check.refusal);
-    const result = await storeCheckedSubmission(app, check.checked);
+    const result = await storeCheckedSubmission(deps, check.checked);
     if (result !== DECIDE_AGAIN) return result;
   }
   throw new Error('form kept changing while the submission was being stored');
@@ -243,13 +252,13 @@ export function replay(stored: { requestHash: string; body: unknown }, requestHa
 }
 
 /** After commit; when Redis is down the outbox relay sends it later, so a failure here is not an error. */
-function enqueueFanout(app: AppContext, submissionId: string, outboxId: string): void {
-  app.producer.addSoon('submissions', 'fanout', { submissionId, outboxId }, { jobId: jobIds.fanout(submissionId) })
-    .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
+function enqueueFanout(deps: SubmissionDeps, submissionId: string, outboxId: string): void {
+  deps.producer.addSoon('submissions', 'fanout', { submissionId, outboxId })
+    .catch((err) => deps.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }
 
 /** The deletion event's fan-out, after the deleting transaction commits; the relay covers a failure. */
-export function enqueueDeletionFanout(app: AppContext, submissionId: string, outboxId: string): void {
-  app.producer.addSoon('submissions', 'fanout-deletion', { submissionId, outboxId }, { jobId: jobIds.fanoutDeletion(submissionId) })
-    .catch((err) => app.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
+export function enqueueDeletionFanout(deps: SubmissionDeps, submissionId: string, outboxId: string): void {
+  deps.producer.addSoon('submissions', 'fanout-deletion', { submissionId, outboxId })
+    .catch((err) => deps.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }

@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import { newId } from '../../lib/ids';
 import { activeIntegrations } from '../crm/hubspot';
+import { markOutboxProcessed } from '../outbox/store';
 import {
   buildSubmissionDeletedEvent, buildSubmissionEvent, eventIdForSubmission, FORM_SUBMISSION_CREATED,
   FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, type LabelledField, type SubmissionSnapshot,
@@ -111,7 +112,7 @@ export async function fanOutSubmission(em: Em, job: { submissionId: string; outb
   return em.transactional(async (tx) => {
     const found = await load(tx, job.submissionId);
     if (!found) {
-      await tx.execute('update outbox set processed_at = now() where id = ? and processed_at is null', [job.outboxId]);
+      await markOutboxProcessed(tx, job.outboxId);
       return { submissionFound: false, deliveryIds: [], syncIds: [] };
     }
     const { submission, organizationId } = found;

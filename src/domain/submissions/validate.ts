@@ -2,6 +2,7 @@
 import { isEmptyValue, ownValue, visibleFieldIds } from '../forms/logic';
 import { matchesPattern, PATTERN_INPUT_MAX_LENGTH } from '../forms/patterns';
 import type { Field, FieldType, FormStructure } from '../forms/types';
+import { isPlainObject } from '../../lib/objects';
 
 export interface FieldError { field: string; message: string }
 
@@ -25,10 +26,6 @@ const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const PNG_DATA_URL = /^data:image\/png;base64,[A-Za-z0-9+/]+={0,2}$/;
 const DATA_URL = /^data:[^,]*,/;
 const PAYMENT_INTENT = /^pi_[A-Za-z0-9_]+$/;
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function optionValues(field: Field): string[] {
   const options: unknown = field.config.options;

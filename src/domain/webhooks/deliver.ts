@@ -1,71 +1,14 @@
-import type { AppContext } from '../../app';
-import type { Em } from '../../db/orm';
 import { unseal } from '../../lib/crypto';
-import { decideDelivery, maxAttempts, type DeliveryDecision } from './policy';
+import { maxAttempts, type AttemptDeps } from '../outbound/attempt';
+import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from './store';
+import { decideDelivery, type DeliveryDecision } from './policy';
 import { sendSigned, type SendResult } from './sender';
 
 export type DeliveryRun =
   | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'already_failed' | 'webhook_disabled' }
   | { kind: 'attempted'; decision: DeliveryDecision; result: SendResult };
 
-interface DeliveryRow {
-  id: string;
-  payload: string;
-  status: string;
-  event_type: string;
-  webhook_id: string;
-  url: string;
-  enabled: boolean;
-  secret_sealed: string;
-  /** Set only while the rotated-out secret is within its grace. */
-  previous_secret_sealed: string | null;
-  failing_since: Date | null;
-  attempts: number;
-  retry_base: number;
-}
-
 const WEBHOOK_DISABLED = 'Webhook is disabled';
-
-function rowStatus(decision: DeliveryDecision): string {
-  if (decision.kind === 'succeeded') return 'succeeded';
-  return decision.kind === 'retry' ? 'pending' : 'failed';
-}
-
-/** How the webhook's failure streak (and, on `disable`, its switch) follows one attempt. */
-const WEBHOOK_UPDATE = {
-  succeeded: 'update webhooks set failing_since = null where id = ? and failing_since is not null',
-  failed: 'update webhooks set failing_since = now() where id = ? and failing_since is null',
-  disable: 'update webhooks set enabled = false, failing_since = coalesce(failing_since, now()), updated_at = now() where id = ?',
-};
-
-function webhookUpdate(decision: DeliveryDecision): string {
-  if (decision.kind === 'succeeded' || decision.kind === 'disable') return WEBHOOK_UPDATE[decision.kind];
-  return WEBHOOK_UPDATE.failed;
-}
-
-/**
- * The attempt, the delivery's summary and the webhook's failure streak change together, in one
- * statement. The webhook row is written only when its streak starts or ends, so deliveries to one
- * busy webhook do not queue on its row lock.
- */
-async function recordAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<void> {
-  const nextAttemptAt = decision.kind === 'retry' ? new Date(now.getTime() + decision.delayMs) : null;
-  await em.execute(
-    `with d as (
-       update webhook_deliveries
-          set attempts = attempts + 1, status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, updated_at = now()
-        where id = ? returning id, attempts
-     ), a as (
-       insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
-       select id, attempts, ?, ?, ?, ? from d
-     )
-     ${webhookUpdate(decision)}`,
-    [
-      rowStatus(decision), result.statusCode, result.error, nextAttemptAt, row.id,
-      result.statusCode, result.error, result.durationMs, result.responseExcerpt, row.webhook_id,
-    ],
-  );
-}
 
 /**
  * One attempt of one delivery. A deleted delivery or webhook (deliveries cascade), a delivery that
@@ -73,38 +16,29 @@ async function recordAttempt(em: Em, row: DeliveryRow, result: SendResult, decis
  * from the row (attempts since its current schedule began), not from the job, so a job queued again
  * by the sweep continues the schedule rather than restarting or extending it.
  */
-export async function attemptDelivery(app: AppContext, deliveryId: string): Promise<DeliveryRun> {
-  const em = app.orm.em.fork();
-  const [row] = await em.execute<DeliveryRow[]>(
-    `select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
-            case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
-       from webhook_deliveries d join webhooks w on w.id = d.webhook_id
-      where d.id = ?`,
-    [deliveryId],
-  );
+export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Promise<DeliveryRun> {
+  const em = deps.orm.em.fork();
+  const row = await findDeliveryForAttempt(em, deliveryId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
   if (row.status === 'failed') return { kind: 'skipped', reason: 'already_failed' };
   if (!row.enabled) {
-    await em.execute(
-      `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
-      [WEBHOOK_DISABLED, row.id],
-    );
+    await failDelivery(em, row.id, WEBHOOK_DISABLED);
     return { kind: 'skipped', reason: 'webhook_disabled' };
   }
 
-  const result = await sendSigned(app.config, {
-    url: row.url, secret: unseal(row.secret_sealed, app.decryptionKeys),
-    previousSecret: row.previous_secret_sealed ? unseal(row.previous_secret_sealed, app.decryptionKeys) : null, body: row.payload,
+  const result = await sendSigned(deps.config, {
+    url: row.url, secret: unseal(row.secret_sealed, deps.decryptionKeys),
+    previousSecret: row.previous_secret_sealed ? unseal(row.previous_secret_sealed, deps.decryptionKeys) : null, body: row.payload,
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();
-  const schedule = app.config.webhookRetryDelaysMs;
+  const schedule = deps.config.webhookRetryDelaysMs;
   const decision = decideDelivery({
     statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts - row.retry_base + 1,
     maxAttempts: maxAttempts(schedule), schedule, random: Math.random,
     failingSince: row.failing_since ? new Date(row.failing_since) : null, now,
   });
-  await recordAttempt(em, row, result, decision, now);
+  await recordDeliveryAttempt(em, row, result, decision, now);
   return { kind: 'attempted', decision, result };
 }

@@ -61,7 +61,9 @@ export interface SubmissionEvent {
   };
 }
 
-/** CONTRACT §7 payload; its `createdAt` is the submission's, so a re-built payload is identical. */
+/**
+ * The submission event payload (`{id, type, createdAt, data: {form, submission}}`, the SubmissionEvent
+ * webhook of openapi.yaml); its `createdAt` is the submission's, so a re-built payload is identical. */
 export function buildSubmissionEvent(form: { id: string; title: string }, submission: SubmissionSnapshot, fields: LabelledField[]): SubmissionEvent {
   const rawData = redact(submission.data);
   const createdAt = submission.createdAt.toISOString();

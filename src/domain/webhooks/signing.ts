@@ -9,7 +9,7 @@ function hmacHex(secret: string, timestamp: number | string, rawBody: string): s
   return createHmac('sha256', secret).update(`${timestamp}.${rawBody}`).digest('hex');
 }
 
-/** `v1=` + hex HMAC-SHA256(secret, `${timestamp}.${rawBody}`) (spec §6). */
+/** `v1=` + hex HMAC-SHA256(secret, `${timestamp}.${rawBody}`) (the signature scheme documented in README.md and openapi.yaml). */
 export function signPayload(secret: string, timestamp: number, rawBody: string): string {
   return `${SCHEME_PREFIX}${hmacHex(secret, timestamp, rawBody)}`;
 }
@@ -20,7 +20,7 @@ function parseTimestamp(value: string): number | null {
   return Number.isSafeInteger(seconds) ? seconds : null;
 }
 
-/** The receiver's side of spec §6: timestamp within tolerance, well-formed `v1=<64 hex>`, constant-time match. */
+/** The receiver's side of the signature: timestamp within tolerance, well-formed `v1=<64 hex>`, constant-time match. */
 export function verifySignature(opts: {
   secret: string;
   signature: string | undefined;

@@ -7,8 +7,9 @@ import { assertSafeTarget, OutboundError } from '../../lib/outbound';
 import { findForm } from '../forms/form-service';
 import { Webhook, WebhookDelivery } from './entities';
 import { buildTestEvent, normalizeEvents, WEBHOOK_TEST } from './events';
-import { isSuccess } from './policy';
+import { isSuccess } from '../outbound/attempt';
 import { sendSigned } from './sender';
+import { lockOrganizationCountingWebhooks, resetFailedDeliveries } from './store';
 
 export const SECRET_PREFIX = 'whsec_';
 const SECRET_LENGTH = 32;
@@ -73,8 +74,7 @@ export async function createWebhook(
     events: normalizeEvents(input.events), enabled: input.enabled ?? true, secretSealed: seal(secret, opts.encryptionKey),
   });
   await em.transactional(async (tx) => {
-    await tx.execute('select 1 from organizations where id = ? for no key update', [organizationId]);
-    const [{ count }] = await tx.execute('select count(*)::int as count from webhooks where organization_id = ?', [organizationId]);
+    const count = await lockOrganizationCountingWebhooks(tx, organizationId);
     if (count >= MAX_WEBHOOKS_PER_ORGANIZATION) {
       throw new WebhookLimitReached(`An organization may have at most ${MAX_WEBHOOKS_PER_ORGANIZATION} webhooks; delete one first`);
     }
@@ -179,18 +179,7 @@ export async function resetDeliveryForRetry(
 export async function recoverFailedDeliveries(
   em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date },
 ): Promise<string[]> {
-  const rows = await em.execute<{ id: string }[]>(
-    `update webhook_deliveries set status = 'pending', next_attempt_at = now(), retry_base = attempts, updated_at = now()
-      where id in (
-        select id from webhook_deliveries
-         where webhook_id = ? and organization_id = ? and status = 'failed' and created_at >= ? and created_at < ?
-         order by created_at, id limit ${RECOVERY_BATCH}
-         for update skip locked)
-        and status = 'failed'
-      returning id`,
-    [webhookId, organizationId, window.since.toISOString(), window.until.toISOString()],
-  );
-  return rows.map((row) => row.id);
+  return resetFailedDeliveries(em, organizationId, webhookId, window, RECOVERY_BATCH);
 }
 
 export interface TestSendOutcome {

@@ -7,6 +7,7 @@ import { QUEUE_NAMES } from '../../queues/catalogue';
 import { QueueUnavailableError } from '../../queues/producer';
 import { errors } from '../errors';
 import { sendApiError, sendReply } from '../pipeline';
+import { requestState } from '../request-state';
 
 /**
  * restify cannot host Bull Board's express adapter, so dashboard requests are handed to an
@@ -16,7 +17,7 @@ function dashboardHandOff(app: AppContext, adminToken: string) {
   const dashboard = createQueueDashboard(QUEUE_NAMES.map((name) => app.producer.queue(name)), adminToken);
   return (req: Request, res: Response, next: (arg?: false) => void) => {
     if (!isDashboardUrl(req.url)) return next();
-    (req as any).routeLabel = DASHBOARD_PATH;
+    requestState(req).routeLabel = DASHBOARD_PATH;
     res.once('close', () => next(false));
     dashboard(req as any, res as any);
   };

@@ -12,7 +12,7 @@ import type { FormStructure } from '../../domain/forms/types';
 import { newId } from '../../lib/ids';
 import { errors } from '../errors';
 import { authenticated } from '../pipeline';
-import { presentFormDetail, presentFormSummary } from '../presenters';
+import { presentFormDetail, presentFormSummary } from '../presenters/forms';
 import { validate } from '../validation';
 import { formIdParam, settingsSchema } from './schemas';
 

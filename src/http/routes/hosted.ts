@@ -3,12 +3,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { hostedPageCsp, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../../public/hosted-page';
+import { hostedPageCsp, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../hosted-page';
 import { describeError } from '../pipeline';
 import { PUBLIC_SECURITY_HEADERS } from '../public-pipeline';
 import { metrics } from '../../lib/metrics';
-import { admitPublicRequest, publicClientKey, publicFormBuilder } from './public';
+import { admitPublicRequest, publicClientKey, publicFormBuilder } from '../public-admission';
 import { formIdParam } from './schemas';
+import { requestState } from '../request-state';
 
 /** Where scripts/build-browser.js puts the bundles (dist/public, next to dist/src). */
 const ASSET_DIR = path.resolve(__dirname, '../../../public');
@@ -69,7 +70,7 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
         'Cache-Control': 'no-store',
       });
     } catch (err) {
-      app.logger.error({ err: describeError(err), reqId: (req as any).requestId }, 'hosted page failed');
+      app.logger.error({ err: describeError(err), reqId: requestState(req).requestId }, 'hosted page failed');
       sendText(res, 500, 'text/html; charset=utf-8', '<!doctype html><title>Error</title><p>Something went wrong. Please reload the page.</p>',
         { 'Cache-Control': 'no-store' });
     }

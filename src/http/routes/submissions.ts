@@ -3,20 +3,22 @@ import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
 import { findForm } from '../../domain/forms/form-service';
 import {
-  BATCH_MAX_ITEMS, createSubmissionBatch, type BatchItemOutcome, type BatchRequest,
+  BATCH_MAX_ITEMS, createSubmissionBatch, type BatchRequest,
 } from '../../domain/submissions/batch-submission';
 import { readChanges } from '../../domain/submissions/change-feed';
 import { decodeCursor, encodeCursor, START_POSITION } from '../../domain/submissions/changes';
 import {
-  createSubmission, enqueueDeletionFanout, submitterErrors, type SubmissionInput, type SubmissionRefusal,
+  createSubmission, enqueueDeletionFanout, submitterErrors, type SubmissionInput,
 } from '../../domain/submissions/create-submission';
 import {
   EXPORT_CONTENT_TYPES, ExportCapacityReached, openSubmissionExport, type ExportFormat,
 } from '../../domain/submissions/export';
 import {
-  deleteSubmission, findSubmission, keyByLabel, listSubmissions, redact,
+  deleteSubmission, findSubmission, listSubmissions,
 } from '../../domain/submissions/read-service';
-import { ApiError, errors } from '../errors';
+import { errors } from '../errors';
+import { refusalToApiError } from '../presenters/refusals';
+import { presentBatchItem, presentSubmission, presentSubmissionListItem } from '../presenters/submissions';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
@@ -61,26 +63,6 @@ export function dateBounds(startDate?: string, endDate?: string): { from: Date |
 
 export const IDEMPOTENCY_KEY_MAX = 255;
 
-export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
-  switch (refusal.kind) {
-    case 'not_found': return errors.notFound('Form not found');
-    case 'not_published': return new ApiError(400, 'form_not_published', 'Form is not published');
-    case 'invalid_data': return new ApiError(400, 'invalid_data', 'Request body must contain a "data" object');
-    case 'missing_required': return new ApiError(400, 'missing_required_fields',
-      `Missing required fields: ${refusal.fields.map((f) => f.label).join(', ')}`,
-      refusal.fields.map((f) => ({ field: f.id, message: `${f.label} is required` })));
-    case 'invalid_fields': return errors.validation(refusal.errors, 'Submission data failed validation');
-    case 'quota_exceeded': return new ApiError(402, 'limit_exceeded', 'Monthly submission quota of the plan reached');
-    case 'payment_used': return new ApiError(409, 'payment_already_used',
-      'This payment has already been used by a submission; create a new payment intent to submit again');
-    case 'payment_unavailable': return errors.serviceUnavailable('Payment verification is unavailable; retry later');
-    case 'idempotency_key_reused': return new ApiError(422, 'idempotency_key_reused',
-      'This Idempotency-Key was already used with a different request body');
-    case 'idempotency_key_in_use': return new ApiError(409, 'idempotency_key_in_use',
-      'A request with this Idempotency-Key is still in progress; retry shortly', undefined, { 'Retry-After': 1 });
-  }
-}
-
 function idempotencyKeyHeader(req: Request): string | null {
   const key = req.header('idempotency-key') || null;
   if (key && key.length > IDEMPOTENCY_KEY_MAX) {
@@ -116,12 +98,6 @@ function batchEnvelope(body: unknown): BatchRequest['envelope'] {
   return { items: (submissions as unknown[]).map((item) => ({ ...submissionInput(item), body: item })) };
 }
 
-function batchResult(outcome: BatchItemOutcome) {
-  if (outcome.ok) return { index: outcome.index, status: 201, submission: outcome.submission };
-  const error = refusalToApiError(outcome.refusal);
-  return { index: outcome.index, status: error.status, error: error.toJSON() };
-}
-
 export function registerSubmissionRoutes(server: Server, app: AppContext): void {
   server.post('/v1/forms/:formId/submissions', authenticated(app, 'submissions:write', async ({ organizationId, req, json }) => {
     const body = json();
@@ -149,10 +125,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     return {
       status: 200,
       body: {
-        submissions: items.map((s) => ({
-          id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName,
-          createdAt: s.createdAt.toISOString(), data: redact(s.data),
-        })),
+        submissions: items.map(presentSubmissionListItem),
         pagination: { limit: query.limit, offset: query.offset, total },
       },
     };
@@ -168,7 +141,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     if (!result.ok) throw refusalToApiError(result.refusal);
     return {
       status: 200,
-      body: { results: result.outcomes.map(batchResult) },
+      body: { results: result.outcomes.map(presentBatchItem) },
       headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
     };
   }));
@@ -217,18 +190,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const submission = id && (await findSubmission(em, organizationId, id));
     if (!submission) throw errors.notFound('Submission not found');
     const form = await app.formCache.get(submission.formId);
-    const rawData = redact(submission.data);
-    return {
-      status: 200,
-      body: {
-        submission: {
-          id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
-          submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
-          createdAt: submission.createdAt.toISOString(),
-          data: keyByLabel(rawData, form?.structure.fields ?? []), rawData,
-        },
-      },
-    };
+    return { status: 200, body: { submission: presentSubmission(submission, form?.structure.fields ?? []) } };
   }));
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {

@@ -2,17 +2,15 @@ import Joi from 'joi';
 import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
-import type { Webhook, WebhookDelivery } from '../../domain/webhooks/entities';
 import { EVENT_ALIASES } from '../../domain/webhooks/events';
-import { maxAttempts } from '../../domain/webhooks/policy';
 import {
   createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
   checkFormOfOrganization, sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound,
   WebhookLimitReached, rotateWebhookSecret, recoverFailedDeliveries, DEFAULT_ROTATION_GRACE_SECONDS,
   MAX_ROTATION_GRACE_SECONDS, type WebhookInput, type WebhookPatch,
 } from '../../domain/webhooks/webhook-service';
-import { jobIds } from '../../queues/catalogue';
 import { ApiError, errors } from '../errors';
+import { presentDelivery, presentWebhook } from '../presenters/webhooks';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { FORM_ID } from './schemas';
@@ -58,22 +56,6 @@ const pageQuerySchema = Joi.object({
   offset: Joi.number().integer().min(0).default(0),
 }).unknown(true);
 
-export function presentWebhook(webhook: Webhook) {
-  return {
-    id: webhook.id, name: webhook.name, url: webhook.url, events: webhook.events, formId: webhook.formId,
-    enabled: webhook.enabled, createdAt: webhook.createdAt.toISOString(), updatedAt: webhook.updatedAt.toISOString(),
-  };
-}
-
-export function presentDelivery(delivery: WebhookDelivery) {
-  return {
-    id: delivery.id, eventId: delivery.eventId, eventType: delivery.eventType, status: delivery.status,
-    attempts: delivery.attempts, lastStatusCode: delivery.lastStatusCode, lastError: delivery.lastError,
-    nextAttemptAt: delivery.nextAttemptAt?.toISOString() ?? null,
-    createdAt: delivery.createdAt.toISOString(), updatedAt: delivery.updatedAt.toISOString(),
-  };
-}
-
 function pathId(req: Request, name: string, pattern: RegExp): string | null {
   const id = req.params?.[name];
   return typeof id === 'string' && pattern.test(id) ? id : null;
@@ -86,7 +68,7 @@ function isEmptyBody(req: Request): boolean {
 
 const webhookNotFound = () => errors.notFound('Webhook not found');
 
-/** A well-formed `formId` naming no form of the organization is a 404, which comes before body validation (CONTRACT §11). */
+/** A well-formed `formId` naming no form of the organization is a 404, which comes before body validation (a missing resource is named before a bad body). */
 async function formOfBodyOrNotFound(em: Em, organizationId: string, body: unknown): Promise<void> {
   const formId = (body as { formId?: unknown } | null)?.formId;
   if (typeof formId === 'string' && FORM_ID.test(formId)) {
@@ -108,9 +90,7 @@ function translateRefusal(err: unknown): never {
  * finish, so repeated requests never start a second chain of attempts.
  */
 async function queueDeliveryNow(app: AppContext, deliveryId: string): Promise<void> {
-  await app.producer.requeue('webhooks', 'deliver', { deliveryId }, {
-    jobId: jobIds.deliver(deliveryId), attempts: maxAttempts(app.config.webhookRetryDelaysMs), replaceWaiting: true,
-  });
+  await app.producer.requeue('webhooks', 'deliver', { deliveryId }, { replaceWaiting: true });
 }
 
 const QUEUE_CONCURRENCY = 20;

@@ -1,5 +1,5 @@
 // One accessible control per field type. Every control reports changes through FieldHooks and
-// exposes its value in the shape the server validates (CONTRACT §6).
+// exposes its value in the shape the server validates (the one validate.ts checks).
 import type { Field, FieldOption } from '../../domain/forms/types';
 import { FILE_MAX_SIZE } from '../../domain/submissions/validate';
 import { Child, domId, h, visuallyHidden } from './dom';

@@ -3,7 +3,7 @@
 import { visibleFieldIds } from '../../domain/forms/logic';
 import type { Field, FormStructure } from '../../domain/forms/types';
 import { validateSubmission } from '../../domain/submissions/validate';
-import type { PublicFormJson } from '../types';
+import type { PublicFormJson } from '../../domain/public/types';
 import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
 import { h, visuallyHidden } from './dom';
 import { createControl, FieldControl } from './fields';

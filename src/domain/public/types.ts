@@ -1,5 +1,5 @@
-// The public form as the runtime hands it to browsers (spec §2 "Public form", CONTRACT §9).
-import type { Field, Page } from '../domain/forms/types';
+// The public form as the runtime hands it to browsers (the PublicForm schema of openapi.yaml).
+import type { Field, Page } from '../forms/types';
 
 export interface PublicFormSettings {
   redirectUrl: string | null;

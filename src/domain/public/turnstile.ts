@@ -1,7 +1,7 @@
 // Server-side verification of the public runtime's bot challenge (Cloudflare Turnstile siteverify).
 // It fails closed: a submission to a protected form is stored only after a positive answer.
 import { randomUUID } from 'node:crypto';
-import { outboundFetch, type OutboundRequest, type OutboundResponse } from '../lib/outbound';
+import { outboundFetch, type OutboundRequest, type OutboundResponse } from '../../lib/outbound';
 
 export const CAPTCHA_TOKEN_MIN = 8;
 export const CAPTCHA_TOKEN_MAX = 4096;

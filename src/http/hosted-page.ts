@@ -1,5 +1,5 @@
 // HTML shell of the hosted form page (GET /f/{formId}); the browser bundle renders the form itself.
-import type { PublicFormJson, PublicTheme } from './types';
+import type { PublicFormJson, PublicTheme } from '../domain/public/types';
 
 export interface HostedPageOptions {
   form: PublicFormJson;
@@ -109,6 +109,18 @@ export function hostedPageCsp(nonce: string, turnstileScriptUrl: string): string
   ].join('; ');
 }
 
+/** A page's opening up to its title (`title` already escaped); notice pages stay out of search results. */
+function pageStart(theme: string, title: string, opts: { noindex: boolean }): string {
+  const robots = opts.noindex ? '<meta name="robots" content="noindex">\n' : '';
+  return `<!doctype html>
+<html lang="en" data-theme="${theme}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+${robots}<link rel="icon" href="data:,">
+<title>${title}</title>`;
+}
+
 export function renderHostedPage(opts: HostedPageOptions): string {
   const { form, assetBase, turnstileScriptUrl, cspNonce } = opts;
   assertNonce(cspNonce);
@@ -118,13 +130,7 @@ export function renderHostedPage(opts: HostedPageOptions): string {
   const challengeScript = form.botProtection
     ? `\n<script nonce="${nonce}" id="fs-turnstile-script" src="${escapeHtml(turnstileScriptUrl)}" async defer></script>`
     : '';
-  return `<!doctype html>
-<html lang="en" data-theme="${themePreset(form.theme)}">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>${title}</title>
+  return `${pageStart(themePreset(form.theme), title, { noindex: false })}
 <link rel="stylesheet" href="${assets}/assets/form.css">
 ${themeStyle(form.theme, cspNonce)}
 <script nonce="${nonce}" src="${assets}/assets/form.js" defer></script>${challengeScript}
@@ -145,14 +151,7 @@ ${themeStyle(form.theme, cspNonce)}
 }
 
 function renderNoticePage(title: string, heading: string, text: string): string {
-  return `<!doctype html>
-<html lang="en" data-theme="default">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
-<link rel="icon" href="data:,">
-<title>${title}</title>
+  return `${pageStart('default', title, { noindex: true })}
 <link rel="stylesheet" href="/assets/form.css">
 </head>
 <body>

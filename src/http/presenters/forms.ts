@@ -1,7 +1,7 @@
-import type { Form } from '../domain/forms/entities';
-import type { FormDetail } from '../domain/forms/form-service';
-import { presentSettings } from '../domain/forms/settings';
-import type { Field, Page } from '../domain/forms/types';
+import type { Form } from '../../domain/forms/entities';
+import type { FormDetail } from '../../domain/forms/form-service';
+import { MASKED_SECRET, type Settings } from '../../domain/forms/settings';
+import type { Field, Page } from '../../domain/forms/types';
 
 export function presentFormSummary(form: Form) {
   return {
@@ -38,5 +38,15 @@ export function presentFormDetail(detail: FormDetail) {
     settings: presentSettings(detail.form.settings),
     pages: detail.pages.map(presentPage),
     fields: detail.fields.map(presentField),
+  };
+}
+
+/** What API reads show: tokens are write-only. */
+export function presentSettings(settings: Settings): Settings {
+  if (!Array.isArray(settings.integrations)) return settings;
+  return {
+    ...settings,
+    integrations: settings.integrations.map((integration: any) =>
+      integration && 'accessToken' in integration ? { ...integration, accessToken: MASKED_SECRET } : integration),
   };
 }

@@ -1,7 +1,6 @@
 // A submission through the public runtime: the request body's own rules, the bot challenge, then
 // the one submission flow the API uses (same validation, quota, outbox, webhooks and CRM syncs).
-import type { AppContext } from '../app';
-import { createSubmission, submitterErrors, type SubmissionRefusal } from '../domain/submissions/create-submission';
+import { createSubmission, submitterErrors, type SubmissionDeps, type SubmissionRefusal } from '../submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
@@ -32,8 +31,8 @@ export function bodyProblem(body: unknown): string | null {
   return null;
 }
 
-export async function submitPublicForm(app: AppContext, request: PublicSubmissionRequest): Promise<PublicSubmissionResult> {
-  const form = await app.formCache.get(request.formId);
+export async function submitPublicForm(deps: SubmissionDeps, request: PublicSubmissionRequest): Promise<PublicSubmissionResult> {
+  const form = await deps.formCache.get(request.formId);
   if (!form || form.status !== 'published') return { ok: false, refusal: { kind: 'not_found' } };
   const problem = bodyProblem(request.body);
   if (problem) return { ok: false, refusal: { kind: 'bad_body', message: problem } };
@@ -41,18 +40,18 @@ export async function submitPublicForm(app: AppContext, request: PublicSubmissio
 
   if (botProtectionEnabled(form.settings ?? {})) {
     const verdict = await verifyCaptcha(
-      { secretKey: app.config.turnstileSecretKey, verifyUrl: app.config.turnstileVerifyUrl },
+      { secretKey: deps.config.turnstileSecretKey, verifyUrl: deps.config.turnstileVerifyUrl },
       body.captchaToken, request.remoteIp,
     );
     if (!verdict.ok) {
       if (verdict.refusal === 'verification_unavailable') {
-        app.logger.warn({ formId: form.id, detail: verdict.detail }, 'bot challenge verification unavailable');
+        deps.logger.warn({ formId: form.id, detail: verdict.detail }, 'bot challenge verification unavailable');
       }
       return { ok: false, refusal: { kind: 'captcha', refusal: verdict.refusal } };
     }
   }
 
-  const result = await createSubmission(app, {
+  const result = await createSubmission(deps, {
     organizationId: null,
     formId: form.id,
     data: body.values,

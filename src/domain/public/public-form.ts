@@ -1,9 +1,11 @@
-// The sanitized form the public runtime hands to browsers (spec §2 "Public form", CONTRACT §9).
+// The sanitized form the public runtime hands to browsers (the PublicForm schema of openapi.yaml): no
+// organization id, integration settings, webhook data or internal settings.
 // Built from an allowlist: nothing of the organization, integrations, webhooks or other settings
 // can reach a browser unless it is named here.
-import type { CachedForm } from '../domain/forms/form-cache';
-import type { Field, Page } from '../domain/forms/types';
+import type { CachedForm } from '../forms/form-cache';
+import type { Field, Page } from '../forms/types';
 import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
+import { isPlainObject } from '../../lib/objects';
 
 /**
  * Field config keys the hosted page reads to render a field and the shared validator reads to check
@@ -37,10 +39,6 @@ function pick(source: Record<string, unknown> | null | undefined, keys: readonly
 
 function nonEmptyString(value: unknown): string | null {
   return typeof value === 'string' && value.trim() !== '' ? value : null;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export function publicSettings(settings: Settings): PublicFormSettings {

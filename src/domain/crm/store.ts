@@ -1,0 +1,41 @@
+import type { Em } from '../../db/orm';
+import { nextAttemptAt, rowStatus, type AttemptResult } from '../outbound/attempt';
+import type { CrmDecision } from './policy';
+
+// The statements of CRM syncs: reading one for its attempt, ending it, recording an attempt.
+
+export interface SyncRow {
+  id: string;
+  status: string;
+  attempts: number;
+  integration_id: string | null;
+  data: Record<string, unknown> | null;
+  submitter_email: string | null;
+  settings: Record<string, any> | null;
+}
+
+/** A sync with its submission's values and its form's current settings (either may be gone). */
+export async function findSyncForAttempt(em: Em, syncId: string): Promise<SyncRow | undefined> {
+  const [row] = await em.execute<SyncRow[]>(
+    `select c.id, c.status, c.attempts, c.integration_id, s.data, s.submitter_email, f.settings
+       from crm_syncs c left join submissions s on s.id = c.submission_id left join forms f on f.id = c.form_id
+      where c.id = ?`,
+    [syncId],
+  );
+  return row;
+}
+
+/** Ends a pending sync without an attempt. */
+export async function failSync(em: Em, syncId: string, reason: string): Promise<void> {
+  await em.execute(
+    `update crm_syncs set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`, [reason, syncId],
+  );
+}
+
+export async function recordSyncAttempt(em: Em, syncId: string, result: AttemptResult, decision: CrmDecision, now: Date): Promise<void> {
+  await em.execute(
+    `update crm_syncs set attempts = attempts + 1, status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, updated_at = now()
+      where id = ?`,
+    [rowStatus(decision), result.statusCode, result.error, nextAttemptAt(decision, now), syncId],
+  );
+}

@@ -1,0 +1,59 @@
+import type { Em } from '../../db/orm';
+import { SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/store';
+
+// The statements of the outbox (rows committed with the submission that its fan-out must handle)
+// and of the work still owed on deliveries and syncs.
+
+const RELAY_BATCH = 500;
+/** A row the relay handed over is looked at again after this, doubling each time up to the cap. */
+const RELAY_BACKOFF_FIRST_SECONDS = 10;
+const RELAY_BACKOFF_MAX_SECONDS = 1800;
+
+export interface RelayRow {
+  id: string;
+  topic: typeof SUBMISSION_CREATED_TOPIC | typeof SUBMISSION_DELETED_TOPIC;
+  submission_id: string;
+  relay_attempts: number;
+}
+
+/** Due rows of both topics, oldest relay time first, locked for this relay (`skip locked`: relays run side by side). */
+export async function claimRelayBatch(tx: Em): Promise<RelayRow[]> {
+  return tx.execute(
+    `select id::text as id, topic, payload->>'submissionId' as submission_id, relay_attempts from outbox
+      where processed_at is null and topic in (?, ?) and next_relay_at <= now()
+      order by next_relay_at limit ${RELAY_BATCH} for update skip locked`,
+    [SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC],
+  );
+}
+
+/** Each relay of a row pushes its next relay time back, doubling up to the cap. */
+export async function postponeRelay(tx: Em, ids: string[]): Promise<void> {
+  await tx.execute(
+    `update outbox set relay_attempts = relay_attempts + 1,
+            next_relay_at = now() + least(${RELAY_BACKOFF_FIRST_SECONDS} * power(2, least(relay_attempts, 20)), ${RELAY_BACKOFF_MAX_SECONDS}) * interval '1 second'
+      where id = any(string_to_array(?, ',')::bigint[])`,
+    [ids.join(',')],
+  );
+}
+
+/** The fan-out is done with a row (or it had nothing to do). */
+export async function markOutboxProcessed(em: Em, outboxId: string): Promise<void> {
+  await em.execute('update outbox set processed_at = now() where id = ? and processed_at is null', [outboxId]);
+}
+
+/** Rows the fan-out has not handled yet. */
+export async function countOutboxBacklog(em: Em): Promise<number> {
+  const [row] = await em.getConnection().execute('select count(*)::int as n from outbox where processed_at is null');
+  return row.n;
+}
+
+export const OWED_BATCH = 500;
+
+/** Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, oldest first. */
+export async function findOverdue(em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number): Promise<Array<{ id: string }>> {
+  return em.execute<Array<{ id: string }>>(
+    `select id from ${table} where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
+      order by next_attempt_at limit ${OWED_BATCH}`,
+    [graceMs],
+  );
+}

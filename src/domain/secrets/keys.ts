@@ -1,0 +1,33 @@
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../../../config';
+import type { Orm } from '../../db/orm';
+import type { Logger } from '../../lib/logger';
+
+export interface EncryptionKeys {
+  /** Seals everything new. */
+  current: Buffer;
+  /** Opens sealed values: the current key first, then the previous ones. */
+  all: Buffer[];
+}
+
+/**
+ * The current key is ENCRYPTION_KEY, or else one generated into the database at first start. A key
+ * generated earlier keeps opening what it sealed after ENCRYPTION_KEY is set, as do the keys in
+ * ENCRYPTION_KEYS_PREVIOUS, until `cli secrets reencrypt` has re-sealed everything.
+ */
+export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, logger: Logger): Promise<EncryptionKeys> {
+  const conn = orm.em.getConnection();
+  if (!config.encryptionKey) {
+    await conn.execute(
+      `insert into system_settings (key, value) values ('encryption_key', ?) on conflict (key) do nothing`,
+      [randomBytes(32).toString('base64')],
+    );
+    logger.warn('ENCRYPTION_KEY is not set: using a key generated into the database; set ENCRYPTION_KEY in production');
+  }
+  const [stored] = await conn.execute(`select value from system_settings where key = 'encryption_key'`);
+  const generated = stored ? Buffer.from(stored.value, 'base64') : null;
+  const current = config.encryptionKey ?? generated!;
+  const all = [current, ...config.previousEncryptionKeys, ...(generated ? [generated] : [])]
+    .filter((key, i, keys) => keys.findIndex((other) => other.equals(key)) === i);
+  return { current, all };
+}

@@ -1,0 +1,109 @@
+import type { Em } from '../../db/orm';
+import { nextAttemptAt, rowStatus } from '../outbound/attempt';
+import type { DeliveryDecision } from './policy';
+import type { SendResult } from './sender';
+
+// The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
+// the attempt, counting an organization's webhooks, putting failed deliveries back to pending.
+
+export interface DeliveryRow {
+  id: string;
+  payload: string;
+  status: string;
+  event_type: string;
+  webhook_id: string;
+  url: string;
+  enabled: boolean;
+  secret_sealed: string;
+  /** Set only while the rotated-out secret is within its grace. */
+  previous_secret_sealed: string | null;
+  failing_since: Date | null;
+  attempts: number;
+  retry_base: number;
+}
+
+/** How the webhook's failure streak (and, on `disable`, its switch) follows one attempt. */
+const WEBHOOK_UPDATE = {
+  succeeded: 'update webhooks set failing_since = null where id = ? and failing_since is not null',
+  failed: 'update webhooks set failing_since = now() where id = ? and failing_since is null',
+  disable: 'update webhooks set enabled = false, failing_since = coalesce(failing_since, now()), updated_at = now() where id = ?',
+};
+
+function webhookUpdate(decision: DeliveryDecision): string {
+  if (decision.kind === 'succeeded' || decision.kind === 'disable') return WEBHOOK_UPDATE[decision.kind];
+  return WEBHOOK_UPDATE.failed;
+}
+
+/**
+ * The attempt, the delivery's summary and the webhook's failure streak change together, in one
+ * statement. The webhook row is written only when its streak starts or ends, so deliveries to one
+ * busy webhook do not queue on its row lock.
+ */
+export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<void> {
+  await em.execute(
+    `with d as (
+       update webhook_deliveries
+          set attempts = attempts + 1, status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, updated_at = now()
+        where id = ? returning id, attempts
+     ), a as (
+       insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
+       select id, attempts, ?, ?, ?, ? from d
+     )
+     ${webhookUpdate(decision)}`,
+    [
+      rowStatus(decision), result.statusCode, result.error, nextAttemptAt(decision, now), row.id,
+      result.statusCode, result.error, result.durationMs, result.responseExcerpt, row.webhook_id,
+    ],
+  );
+}
+
+/** A delivery, with its webhook's URL, secrets and failure streak; the previous secret only within its grace. */
+export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promise<DeliveryRow | undefined> {
+  const [row] = await em.execute<DeliveryRow[]>(
+    `select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
+            case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
+       from webhook_deliveries d join webhooks w on w.id = d.webhook_id
+      where d.id = ?`,
+    [deliveryId],
+  );
+  return row;
+}
+
+/** Ends a pending delivery without an attempt. */
+export async function failDelivery(em: Em, deliveryId: string, reason: string): Promise<void> {
+  await em.execute(
+    `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
+    [reason, deliveryId],
+  );
+}
+
+/**
+ * Locks the organization's row (so concurrent creates take turns) and counts its webhooks. Meant to
+ * run inside the creating transaction.
+ */
+export async function lockOrganizationCountingWebhooks(tx: Em, organizationId: string): Promise<number> {
+  await tx.execute('select 1 from organizations where id = ? for no key update', [organizationId]);
+  const [{ count }] = await tx.execute('select count(*)::int as count from webhooks where organization_id = ?', [organizationId]);
+  return count;
+}
+
+/**
+ * Failed deliveries of the webhook created in [since, until) back to pending, due now, each with a
+ * fresh retry schedule; at most `limit`, oldest first, skipping rows another call holds.
+ */
+export async function resetFailedDeliveries(
+  em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date }, limit: number,
+): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update webhook_deliveries set status = 'pending', next_attempt_at = now(), retry_base = attempts, updated_at = now()
+      where id in (
+        select id from webhook_deliveries
+         where webhook_id = ? and organization_id = ? and status = 'failed' and created_at >= ? and created_at < ?
+         order by created_at, id limit ${limit}
+         for update skip locked)
+        and status = 'failed'
+      returning id`,
+    [webhookId, organizationId, window.since.toISOString(), window.until.toISOString()],
+  );
+  return rows.map((row) => row.id);
+}

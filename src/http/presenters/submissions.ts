@@ -1,0 +1,30 @@
+import type { Field } from '../../domain/forms/types';
+import type { BatchItemOutcome } from '../../domain/submissions/batch-submission';
+import { keyByLabel, redact, type SubmissionRecord } from '../../domain/submissions/read-service';
+import { refusalToApiError } from './refusals';
+
+/** A submission in a list: sensitive values redacted, keyed by field id. */
+export function presentSubmissionListItem(s: SubmissionRecord) {
+  return {
+    id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName,
+    createdAt: s.createdAt.toISOString(), data: redact(s.data),
+  };
+}
+
+/** One submission: its values keyed by the form's current labels (`data`) and by field id (`rawData`). */
+export function presentSubmission(submission: SubmissionRecord & { formTitle: string }, fields: Field[]) {
+  const rawData = redact(submission.data);
+  return {
+    id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
+    submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
+    createdAt: submission.createdAt.toISOString(),
+    data: keyByLabel(rawData, fields), rawData,
+  };
+}
+
+/** One item of a batch's answer: its own status, and the submission or the error. */
+export function presentBatchItem(outcome: BatchItemOutcome) {
+  if (outcome.ok) return { index: outcome.index, status: 201, submission: outcome.submission };
+  const error = refusalToApiError(outcome.refusal);
+  return { index: outcome.index, status: error.status, error: error.toJSON() };
+}
