@@ -1,14 +1,13 @@
 import {
   checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmission, submissionStored, submittableForm,
+  underIdempotencyKey,
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
   type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
 import {
-  claimIdempotencyKey, completeIdempotencyKey, findIdempotencyRecords, insertSubmissionBatch, releaseIdempotencyKey,
+  completeIdempotencyKey, findIdempotencyRecords, insertSubmissionBatch,
 } from './store';
 import type { FieldError } from './validate';
-
-
 
 export const BATCH_MAX_ITEMS = 100;
 /** Payment intents of one batch verified with Stripe at the same time. */
@@ -78,33 +77,24 @@ function storableTogether(ready: CheckedSubmission[]): boolean {
 export async function createSubmissionBatch(deps: SubmissionDeps, request: BatchRequest): Promise<BatchResult> {
   if (!request.idempotencyKey) return decideBatch(deps, request, null);
   const idem = { key: request.idempotencyKey, requestHash: requestFingerprint(`${request.formId}/batch`, request.requestBody) };
-  const em = deps.orm.em.fork();
-  const claim = await claimIdempotencyKey(em, request.organizationId, idem.key, idem.requestHash);
-  if (claim.kind === 'completed') {
-    if (claim.stored.requestHash !== idem.requestHash) return { ok: false, refusal: { kind: 'idempotency_key_reused' } };
-    return { ok: true, outcomes: (claim.stored.body as { results: BatchItemOutcome[] }).results, replayed: true };
-  }
-  if (claim.kind === 'in_progress') return { ok: false, refusal: { kind: 'idempotency_key_in_use' } };
-  let kept = false;
-  try {
-    const result = await decideBatch(deps, request, idem);
-    // A refusal that a retry may not get again (the payment backend was away) is not kept.
-    if (result.ok && !result.outcomes.some((o) => !o.ok && o.refusal.kind === 'payment_unavailable')) {
-      kept = await completeIdempotencyKey(em, request.organizationId, idem.key, claim.token, 200, { results: result.outcomes });
-    }
-    return result;
-  } finally {
-    if (!kept) {
-      await releaseIdempotencyKey(em, request.organizationId, idem.key, claim.token)
-        .catch((err) => deps.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
-    }
-  }
+  return underIdempotencyKey<BatchResult>(deps, request.organizationId, idem.key, idem.requestHash, {
+    replay: (stored) => (stored.requestHash !== idem.requestHash
+      ? { ok: false, refusal: { kind: 'idempotency_key_reused' } }
+      : { ok: true, outcomes: (stored.body as { results: BatchItemOutcome[] }).results, replayed: true }),
+    inUse: () => ({ ok: false, refusal: { kind: 'idempotency_key_in_use' } }),
+    run: async (claimToken, em) => {
+      const result = await decideBatch(deps, request, idem);
+      // A refusal that a retry may not get again (the payment backend was away) is not kept.
+      const keep = result.ok && !result.outcomes.some((o) => !o.ok && o.refusal.kind === 'payment_unavailable');
+      const kept = keep && await completeIdempotencyKey(em, request.organizationId, idem.key, claimToken, 200, { results: result.outcomes });
+      return { result, kept };
+    },
+  });
 }
 
 async function decideBatch(
   deps: SubmissionDeps, request: BatchRequest, idem: { key: string; requestHash: string } | null,
 ): Promise<BatchResult> {
-
   const first = await submittableForm(deps, request.organizationId, request.formId, false);
   if ('refusal' in first) return { ok: false, refusal: first.refusal };
   if ('errors' in request.envelope) return { ok: false, refusal: { kind: 'invalid_fields', errors: request.envelope.errors } };

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import Joi from 'joi';
 import type { Config } from '../../../config';
-import type { Orm } from '../../db/orm';
+import type { Em, Orm } from '../../db/orm';
 import { newTimeOrderedId } from '../../lib/ids';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
@@ -14,7 +14,9 @@ import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
-import { claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey, type SubmissionRow } from './store';
+import {
+  claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey, type StoredIdempotency, type SubmissionRow,
+} from './store';
 import { validateSubmission, type FieldError } from './validate';
 
 /** What storing a submission uses: the database, the form cache, the key sealing values, the queues. */
@@ -216,18 +218,44 @@ export async function submittableForm(deps: SubmissionDeps, organizationId: stri
  */
 export async function createSubmission(deps: SubmissionDeps, request: SubmissionRequest): Promise<SubmissionResult> {
   if (!request.idempotencyKey || !request.organizationId) return decideAndStore(deps, request, null);
-  const { organizationId, idempotencyKey: key } = request;
+  const key = request.idempotencyKey;
   const requestHash = requestFingerprint(request.formId, request.requestBody);
+  return underIdempotencyKey<SubmissionResult>(deps, request.organizationId, key, requestHash, {
+    replay: (stored) => replay(stored, requestHash),
+    inUse: () => refuse({ kind: 'idempotency_key_in_use' }),
+    // A 201 completed the claim inside its insert statement; anything else frees the key.
+    run: async (claimToken) => {
+      const result = await decideAndStore(deps, request, { key, requestHash, claimToken });
+      return { result, kept: result.ok };
+    },
+  });
+}
+
+/**
+ * The claim around any request that replays its first answer: an answered key replays, a key held
+ * by a running request is in use, and a claimed one runs the work, which says whether it kept the
+ * answer under the key; otherwise the claim is released so a retry decides afresh (a failure to
+ * release leaves the key to its lease).
+ */
+export async function underIdempotencyKey<T>(
+  deps: SubmissionDeps, organizationId: string, key: string, requestHash: string,
+  outcomes: {
+    replay(stored: StoredIdempotency): T;
+    inUse(): T;
+    run(claimToken: string, em: Em): Promise<{ result: T; kept: boolean }>;
+  },
+): Promise<T> {
   const em = deps.orm.em.fork();
   const claim = await claimIdempotencyKey(em, organizationId, key, requestHash);
-  if (claim.kind === 'completed') return replay(claim.stored, requestHash);
-  if (claim.kind === 'in_progress') return refuse({ kind: 'idempotency_key_in_use' });
-  let result: SubmissionResult | null = null;
+  if (claim.kind === 'completed') return outcomes.replay(claim.stored);
+  if (claim.kind === 'in_progress') return outcomes.inUse();
+  let kept = false;
   try {
-    result = await decideAndStore(deps, request, { key, requestHash, claimToken: claim.token });
-    return result;
+    const run = await outcomes.run(claim.token, em);
+    kept = run.kept;
+    return run.result;
   } finally {
-    if (!result?.ok) {
+    if (!kept) {
       await releaseIdempotencyKey(em, organizationId, key, claim.token)
         .catch((err) => deps.logger.debug({ err: err.message }, 'idempotency key left to its lease'));
     }
@@ -252,13 +280,12 @@ export function replay(stored: { requestHash: string; body: unknown }, requestHa
 }
 
 /** After commit; when Redis is down the outbox relay sends it later, so a failure here is not an error. */
-function enqueueFanout(deps: SubmissionDeps, submissionId: string, outboxId: string): void {
-  deps.producer.addSoon('submissions', 'fanout', { submissionId, outboxId })
+function enqueueFanout(deps: SubmissionDeps, submissionId: string, outboxId: string, job: 'fanout' | 'fanout-deletion' = 'fanout'): void {
+  deps.producer.addSoon('submissions', job, { submissionId, outboxId })
     .catch((err) => deps.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }
 
 /** The deletion event's fan-out, after the deleting transaction commits; the relay covers a failure. */
 export function enqueueDeletionFanout(deps: SubmissionDeps, submissionId: string, outboxId: string): void {
-  deps.producer.addSoon('submissions', 'fanout-deletion', { submissionId, outboxId })
-    .catch((err) => deps.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
+  enqueueFanout(deps, submissionId, outboxId, 'fanout-deletion');
 }
