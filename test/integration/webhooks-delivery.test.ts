@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { fanOutSubmission } from '../../src/domain/submissions/fanout';
+import { eventIdForSubmission } from '../../src/domain/webhooks/events';
 import { verifySignature } from '../../src/domain/webhooks/signing';
+import { jobIds } from '../../src/queues/catalogue';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
@@ -198,19 +200,25 @@ describe('webhook deliveries (workers in process)', () => {
     expect(Object.fromEntries(rows.map((r: any) => [r.id, r.enabled]))).to.deep.equal({ [a.webhook.id]: false, [b.webhook.id]: true });
   });
 
-  it('fans out idempotently: a re-run creates no new rows', async () => {
+  it('writes the delivery in the storing statement, and no outbox row; an old outbox row of it fans out to nothing new', async () => {
     const s = track(await setup(stack));
     const submission = await submit(stack, s);
     await s.receiver.waitFor(1);
     // The worker records the success after the receiver answered: until then the delivery is pending.
     await settled(stack, s, 'succeeded');
     const em = stack.api.app.orm.em.fork();
-    const [outbox] = await em.execute(`select id::text as id, processed_at from outbox where payload->>'submissionId' = ?`, [submission.id]);
-    expect(isTimestamp(outbox.processed_at)).to.equal(true);
+    expect(await em.execute(`select id from outbox where payload->>'submissionId' = ?`, [submission.id])).to.deep.equal([]);
+    // A row the relay still holds from before the upgrade: its fan-out finds the delivery there already.
+    const [outbox] = await em.execute(
+      `insert into outbox (topic, payload) values ('submission.created', jsonb_build_object('submissionId', ?::text)) returning id::text as id`,
+      [submission.id],
+    );
     const again = await fanOutSubmission(em, { submissionId: submission.id, outboxId: outbox.id });
     expect(again).to.deep.equal({ submissionFound: true, deliveryIds: [], syncIds: [] });
     const [{ n }] = await em.execute(`select count(*)::int as n from webhook_deliveries where webhook_id = ?`, [s.webhook.id]);
     expect(n).to.equal(1);
+    const [row] = await em.execute('select processed_at from outbox where id = ?', [outbox.id]);
+    expect(isTimestamp(row.processed_at)).to.equal(true);
   });
 
   it('skips a submission deleted before fan-out and marks its outbox row processed', async () => {
@@ -243,41 +251,106 @@ describe('webhook Retry-After', () => {
   });
 });
 
-describe('fan-out without workers running', () => {
-  // No workers: only the calls in the test fan out, so their results are not raced.
+describe('fan-out decided by the storing statement (no workers running)', () => {
+  // No workers: the jobs the API queues stay in their queues, where the test reads them.
   let quiet: Stack;
   before(async () => { quiet = await startStack([]); });
   after(async () => quiet.close());
 
-  it('marks the outbox row processed in one step when nothing listens, and fans out once something does', async () => {
+  async function deliveriesOf(submissionId: string) {
+    return quiet.api.app.orm.em.fork().execute(
+      `select d.id, d.webhook_id, d.status, d.payload from webhook_deliveries d where d.event_id = ? order by d.webhook_id`,
+      [eventIdForSubmission(submissionId)],
+    );
+  }
+
+  it('queues nothing when nothing listens, and a delivery per webhook created after the form\'s listener hint was cached', async () => {
     const tenant = await createTenant(quiet.api.app);
     const quietForm = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
     const other = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
-    // a webhook of another form and a disabled one do not listen to `quietForm`
+    const receiver = await startReceiver();
+    const webhooksQueue = quiet.api.app.producer.queue('webhooks');
+    const createWebhook = async (body: Record<string, unknown>) => {
+      const res = await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { url: receiver.url, events: ['submission.created'], ...body } });
+      expect(res.status).to.equal(201);
+      return res.body.webhook.id as string;
+    };
+    const submitted = async () => {
+      const res = await call(quiet.api.url, 'POST', `/v1/forms/${quietForm.id}/submissions`, { key: tenant.key, body: { data: { fld_email: 'q@example.com', fld_topic: 'hints' } } });
+      expect(res.status).to.equal(201);
+      return res.body.submission as { id: string; createdAt: string };
+    };
+    try {
+      // A webhook of another form and a disabled one do not listen to `quietForm`.
+      await createWebhook({ name: 'other form', formId: other.id });
+      await createWebhook({ name: 'disabled', enabled: false });
+      const first = await submitted();
+      expect(await deliveriesOf(first.id)).to.deep.equal([]);
+      expect(quiet.api.app.formCache.webhookHint(quietForm.id)).to.equal(0);
+      const em = quiet.api.app.orm.em.fork();
+      expect(await em.execute(`select id from outbox where payload->>'submissionId' = ?`, [first.id])).to.deep.equal([]);
+
+      // The hint says nobody listens: the statement refuses, and the retry brings the delivery.
+      const orgWide = await createWebhook({ name: 'org-wide' });
+      const second = await submitted();
+      const [delivery] = await deliveriesOf(second.id);
+      expect(delivery).to.include({ webhook_id: orgWide, status: 'pending' });
+      expect(delivery.id).to.match(/^dlv_[0-9A-Za-z]{20}$/);
+      expect(JSON.parse(delivery.payload)).to.deep.equal({
+        id: eventIdForSubmission(second.id), type: 'form.submission.created', createdAt: second.createdAt,
+        data: {
+          form: { id: quietForm.id, title: quietForm.title },
+          submission: {
+            id: second.id, formId: quietForm.id, createdAt: second.createdAt, submitterEmail: null, submitterName: null,
+            data: { Email: 'q@example.com', Topic: 'hints' }, rawData: { fld_email: 'q@example.com', fld_topic: 'hints' },
+          },
+        },
+      });
+      await waitUntil('its job', async () => webhooksQueue.getJob(jobIds.deliver(delivery.id)));
+      expect(quiet.api.app.formCache.webhookHint(quietForm.id)).to.equal(1);
+
+      // The hint says one: a second webhook since then still gets its own delivery.
+      const formHook = await createWebhook({ name: 'this form', formId: quietForm.id });
+      const third = await submitted();
+      const rows = await deliveriesOf(third.id);
+      expect(rows.map((r: any) => r.webhook_id).sort()).to.deep.equal([orgWide, formHook].sort());
+      for (const row of rows) await waitUntil('its job', async () => webhooksQueue.getJob(jobIds.deliver(row.id)));
+
+      // Stale the other way (webhooks gone): the payload was built for nothing, and nothing is stored.
+      await em.execute('update webhooks set enabled = false where id in (?, ?)', [orgWide, formHook]);
+      const fourth = await submitted();
+      expect(await deliveriesOf(fourth.id)).to.deep.equal([]);
+      expect(quiet.api.app.formCache.webhookHint(quietForm.id)).to.equal(0);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('fans out an outbox row written before the upgrade, once, like before', async () => {
+    const tenant = await createTenant(quiet.api.app);
+    const form = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
+    const res = await call(quiet.api.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_email: 'q@example.com' } } });
+    expect(res.status).to.equal(201);
+    const submissionId = res.body.submission.id as string;
+    const em = quiet.api.app.orm.em.fork();
+    const [outbox] = await em.execute(
+      `insert into outbox (topic, payload) values ('submission.created', jsonb_build_object('submissionId', ?::text)) returning id::text as id`,
+      [submissionId],
+    );
+    const job = { submissionId, outboxId: outbox.id as string };
+    // Nothing listens: one statement marks the row processed.
+    expect(await fanOutSubmission(em, job)).to.deep.equal({ submissionFound: true, deliveryIds: [], syncIds: [] });
+    const [row] = await em.execute('select processed_at from outbox where id = ?', [outbox.id]);
+    expect(isTimestamp(row.processed_at)).to.equal(true);
+
     const receiver = await startReceiver();
     try {
-      for (const body of [
-        { name: 'other form', url: receiver.url, events: ['submission.created'], formId: other.id },
-        { name: 'disabled', url: receiver.url, events: ['submission.created'], enabled: false },
-      ]) {
-        expect((await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body })).status).to.equal(201);
-      }
-      const em = quiet.api.app.orm.em.fork();
-      const stored = async () => {
-        const res = await call(quiet.api.url, 'POST', `/v1/forms/${quietForm.id}/submissions`, { key: tenant.key, body: { data: { fld_email: 'q@example.com' } } });
-        const [outbox] = await em.execute(`select id::text as id from outbox where payload->>'submissionId' = ?`, [res.body.submission.id]);
-        return { submissionId: res.body.submission.id as string, outboxId: outbox.id as string };
-      };
-      const first = await stored();
-      expect(await fanOutSubmission(em, first)).to.deep.equal({ submissionFound: true, deliveryIds: [], syncIds: [] });
-      const [row] = await em.execute('select processed_at from outbox where id = ?', [first.outboxId]);
-      expect(isTimestamp(row.processed_at)).to.equal(true);
-
-      expect((await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'org-wide', url: receiver.url, events: ['submission.created'] } })).status).to.equal(201);
-      const second = await stored();
-      const result = await fanOutSubmission(em, second);
+      const hook = await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'org-wide', url: receiver.url, events: ['submission.created'] } });
+      expect(hook.status).to.equal(201);
+      await em.execute('update outbox set processed_at = null where id = ?', [outbox.id]);
+      const result = await fanOutSubmission(em, job);
       expect(result.deliveryIds).to.have.length(1);
-      expect(await fanOutSubmission(em, second)).to.deep.equal(result);
+      expect(await fanOutSubmission(em, job)).to.deep.equal(result);
     } finally {
       await receiver.close();
     }

@@ -25,6 +25,12 @@ export interface CachedForm {
 export class FormCache {
   private readonly published = new TtlCache<string, CachedForm>(60_000, 5_000);
   private readonly unservable = new TtlCache<string, CachedForm | null>(2_000, 1_000);
+  /**
+   * How many webhooks listened to each form's submissions at its last one: whether the next builds
+   * the event payload. A hint only: the storing statement refuses a submission whose webhooks it
+   * was not given deliveries for, and the caller retries with them (forgotten means none).
+   */
+  private readonly webhookHints = new TtlCache<string, number>(600_000, 10_000);
 
   constructor(private readonly orm: Orm) {}
 
@@ -38,6 +44,14 @@ export class FormCache {
     if (form?.status === 'published') this.published.set(formId, form);
     else this.unservable.set(formId, form);
     return form;
+  }
+
+  webhookHint(formId: string): number {
+    return this.webhookHints.get(formId) ?? 0;
+  }
+
+  noteWebhooks(formId: string, webhooks: number): void {
+    if (this.webhookHints.get(formId) !== webhooks) this.webhookHints.set(formId, webhooks);
   }
 
   invalidate(formId: string): void {

@@ -4,6 +4,7 @@ import {
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
   type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
+import { createdFanout } from './fanout';
 import {
   completeIdempotencyKey, findIdempotencyRecords, insertSubmissionBatch,
 } from './store';
@@ -133,13 +134,20 @@ async function decideBatch(
     if (ready.length === 0) break;
 
     if (storableTogether(ready.map((r) => r.checked))) {
-      const together = await insertSubmissionBatch(deps.orm, ready.map((r) => r.checked.row));
+      const rows = ready.map((r) => r.checked.row);
+      const withFanout = (webhooks: number) => rows.forEach((row) => { row.fanout = createdFanout(form, row, webhooks); });
+      withFanout(deps.formCache.webhookHint(form.id));
+      let together = await insertSubmissionBatch(deps.orm, rows);
+      if (together.kind === 'listeners_unknown') {
+        // A stale listener hint: nothing was stored; once more with a delivery per webhook.
+        deps.formCache.noteWebhooks(form.id, together.webhooks);
+        withFanout(together.webhooks);
+        together = await insertSubmissionBatch(deps.orm, rows);
+      }
       if (together.kind === 'form_changed') continue;
       if (together.kind === 'created') {
-        for (const { index, checked } of ready) {
-          submissionStored(deps, checked.row, together.outboxIds.get(checked.row.id)!);
-          outcomes[index] = { index, ok: true, submission: checked.submission };
-        }
+        submissionStored(deps, rows, together);
+        for (const { index, checked } of ready) outcomes[index] = { index, ok: true, submission: checked.submission };
         break;
       }
     }

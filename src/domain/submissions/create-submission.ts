@@ -14,8 +14,10 @@ import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
+import { createdFanout } from './fanout';
 import {
-  claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey, type StoredIdempotency, type SubmissionRow,
+  claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey,
+  type CreatedFanout, type StoredIdempotency, type SubmissionRow,
 } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
@@ -125,6 +127,8 @@ async function checkPayment(deps: SubmissionDeps, form: CachedForm, values: Reco
 export interface CheckedSubmission {
   row: SubmissionRow;
   submission: CreatedSubmission;
+  /** The form it was checked against: its fan-out (event payload, CRM syncs) comes from it too. */
+  form: CachedForm;
 }
 
 /** What one submission carries, whether posted alone or as an item of a batch. */
@@ -164,7 +168,7 @@ export async function checkSubmission(deps: SubmissionDeps, form: CachedForm, in
     createdAt, paymentIntentId: payment.intentId,
     idempotency: idem ? { ...idem, responseBody: { submission } } : null,
   };
-  return { ok: true, checked: { row, submission } };
+  return { ok: true, checked: { row, submission, form } };
 }
 
 /** The form changed (or a record under the key vanished) while storing: decide again on a fresh form. */
@@ -173,11 +177,18 @@ export const DECIDE_AGAIN = Symbol('decide again');
 /** Stores one checked submission in its own statement; the answer it alone gets. */
 export async function storeCheckedSubmission(deps: SubmissionDeps, checked: CheckedSubmission)
   : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
-  const { row, submission } = checked;
-  const outcome = await insertSubmission(deps.orm, row);
+  const { row, submission, form } = checked;
+  row.fanout = createdFanout(form, row, deps.formCache.webhookHint(form.id));
+  let outcome = await insertSubmission(deps.orm, row);
+  // The form's listener hint was stale: nothing was stored; again, with a delivery per webhook.
+  for (let tries = 0; outcome.kind === 'listeners_unknown' && tries < 2; tries++) {
+    deps.formCache.noteWebhooks(form.id, outcome.webhooks);
+    row.fanout = createdFanout(form, row, outcome.webhooks);
+    outcome = await insertSubmission(deps.orm, row);
+  }
   switch (outcome.kind) {
     case 'created':
-      submissionStored(deps, row, outcome.outboxId);
+      submissionStored(deps, [row], outcome);
       return { ok: true, submission, replayed: false };
     case 'quota_exceeded':
       metrics.quotaRejections.inc();
@@ -192,13 +203,22 @@ export async function storeCheckedSubmission(deps: SubmissionDeps, checked: Chec
     }
     case 'form_changed':
       return DECIDE_AGAIN; // the cached form is stale: reload it and decide again
+    case 'listeners_unknown':
+      return DECIDE_AGAIN; // webhooks keep changing under it
   }
 }
 
-/** After commit: count it and hand it to the fan-out. */
-export function submissionStored(deps: SubmissionDeps, row: SubmissionRow, outboxId: string): void {
-  metrics.submissions.inc({ source: row.source });
-  enqueueFanout(deps, row.id, outboxId);
+/**
+ * After commit: count them, remember how many webhooks listened, and queue the deliveries and syncs
+ * their statement created. When Redis is down or the add fails, the rows stay pending and the sweep
+ * of owed work queues them (sweep-owed.ts), so a failure here is not an error.
+ */
+export function submissionStored(deps: SubmissionDeps, rows: SubmissionRow[], created: CreatedFanout): void {
+  for (const row of rows) metrics.submissions.inc({ source: row.source });
+  deps.formCache.noteWebhooks(rows[0].formId, created.webhooks);
+  const deferred = (err: Error) => deps.logger.debug({ err: err.message, submissionId: rows[0].id }, 'enqueue left to the owed-work sweep');
+  for (const deliveryId of created.deliveryIds) deps.producer.addSoon('webhooks', 'deliver', { deliveryId }).catch(deferred);
+  for (const syncId of created.syncIds) deps.producer.addSoon('crm', 'sync', { syncId }).catch(deferred);
 }
 
 /** The form a request names, or why there is none to submit to. */
@@ -279,13 +299,11 @@ export function replay(stored: { requestHash: string; body: unknown }, requestHa
   return { ok: true, submission: (stored.body as { submission: CreatedSubmission }).submission, replayed: true };
 }
 
-/** After commit; when Redis is down the outbox relay sends it later, so a failure here is not an error. */
-function enqueueFanout(deps: SubmissionDeps, submissionId: string, outboxId: string, job: 'fanout' | 'fanout-deletion' = 'fanout'): void {
-  deps.producer.addSoon('submissions', job, { submissionId, outboxId })
-    .catch((err) => deps.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
-}
-
-/** The deletion event's fan-out, after the deleting transaction commits; the relay covers a failure. */
+/**
+ * The deletion event's fan-out, after the deleting transaction commits; when Redis is down the
+ * outbox relay sends it later, so a failure here is not an error.
+ */
 export function enqueueDeletionFanout(deps: SubmissionDeps, submissionId: string, outboxId: string): void {
-  enqueueFanout(deps, submissionId, outboxId, 'fanout-deletion');
+  deps.producer.addSoon('submissions', 'fanout-deletion', { submissionId, outboxId })
+    .catch((err) => deps.logger.debug({ err: err.message, submissionId }, 'enqueue deferred to the outbox relay'));
 }

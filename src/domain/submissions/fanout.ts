@@ -7,7 +7,26 @@ import {
   buildSubmissionDeletedEvent, buildSubmissionEvent, eventIdForSubmission, FORM_SUBMISSION_CREATED,
   FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, type LabelledField, type SubmissionSnapshot,
 } from '../webhooks/events';
-import { SUBMISSION_DELETED_TOPIC, type SubmissionDeletedFacts } from './store';
+import type { CachedForm } from '../forms/form-cache';
+import { SUBMISSION_DELETED_TOPIC, type SubmissionDeletedFacts, type SubmissionFanout, type SubmissionRow } from './store';
+
+/**
+ * What a new submission's storing statement writes for its listeners (INSERT_SUBMISSION_SQL): a
+ * sync per active CRM integration of the form, and, when `webhooks` are expected, the event and a
+ * delivery id for each. The statement proves `form` current, so its title, labels and settings are
+ * the ones this fan-out would otherwise read; a row's sync ids are kept across retries.
+ */
+export function createdFanout(form: CachedForm, row: SubmissionRow, webhooks: number): SubmissionFanout {
+  const syncs = row.fanout?.syncs ?? activeIntegrations(form.settings).map(({ index, integration }) => ({
+    id: newId('crm'), index, integrationId: integration.id, provider: integration.type,
+  }));
+  if (webhooks <= 0) return { event: null, deliveryIds: [], syncs };
+  const event = buildSubmissionEvent({ id: form.id, title: form.title }, {
+    id: row.id, formId: row.formId, createdAt: row.createdAt, data: row.data,
+    submitterEmail: row.submitterEmail, submitterName: row.submitterName,
+  }, form.structure.fields);
+  return { event: { id: event.id, payload: JSON.stringify(event) }, deliveryIds: Array.from({ length: webhooks }, () => newId('dlv')), syncs };
+}
 
 export interface FanoutResult {
   submissionFound: boolean;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
+import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED } from '../webhooks/event-types';
 import { recordChangesSql } from './changes';
 import type { SubmissionSource } from './entities';
 
@@ -23,11 +24,38 @@ export interface SubmissionRow {
    * without it, the record is inserted and a taken key undoes the insert (idempotency_conflict).
    */
   idempotency: { key: string; requestHash: string; responseBody: unknown; claimToken?: string | null } | null;
+  /** What the storing statement writes for the listeners of the submission (absent: it expects none). */
+  fanout?: SubmissionFanout;
+}
+
+/**
+ * The fan-out of a created submission, decided in its storing statement: one pending delivery per
+ * enabled webhook of the organization subscribed to `submission.created` for the form or all forms
+ * (read by the statement itself), one pending sync per active CRM integration of the form (the
+ * statement's form check proves the cached settings they come from current). The event payload is
+ * built only when webhooks are expected: a statement that finds more matching webhooks than
+ * `deliveryIds` (or any without an event) stores nothing and answers `listeners_unknown`.
+ */
+export interface SubmissionFanout {
+  event: { id: string; payload: string } | null;
+  /** At least one per matching webhook, assigned in webhook id order; extra ones go unused. */
+  deliveryIds: string[];
+  syncs: Array<{ id: string; index: number; integrationId: string; provider: string }>;
+}
+
+/** The pending work a stored submission's statement created, for its jobs after commit. */
+export interface CreatedFanout {
+  deliveryIds: string[];
+  syncIds: string[];
+  /** How many webhooks matched: the hint for the form's next submission. */
+  webhooks: number;
 }
 
 export type InsertOutcome =
-  | { kind: 'created'; outboxId: string }
+  | ({ kind: 'created' } & CreatedFanout)
   | { kind: 'form_changed' }
+  /** Webhooks match that the row brought no delivery (or event) for: nothing was stored; retry with them. */
+  | { kind: 'listeners_unknown'; webhooks: number }
   | { kind: 'quota_exceeded' }
   | { kind: 'payment_used' }
   | { kind: 'idempotency_conflict' }
@@ -49,26 +77,40 @@ const QUOTA_AND_FORM_SQL = `org as (
      and f.deleted_at is null and f.updated_at = p.form_updated
 )`;
 
+/** The enabled webhooks of the organization subscribed to the created event of the form (or all forms), numbered. */
+const MATCHING_WEBHOOKS_SQL = `hooks as (
+  select w.id, row_number() over (order by w.id)::int as n from webhooks w, p
+   where w.organization_id = p.org and w.enabled and (w.form_id is null or w.form_id = p.form)
+     and w.events @> '${JSON.stringify([SUBMISSION_CREATED])}'::jsonb
+)`;
+
 /**
  * One statement, so one implicit transaction and one round trip: the form is still what was
  * validated against, the monthly counter is incremented only while under quota (a conditional
  * update decided by PostgreSQL under the row lock), the payment claim and idempotency record are
- * unique-keyed (a claimed key must still be held by this request), and the outbox row is written
- * beside the submission. Any failure undoes all of it.
+ * unique-keyed (a claimed key must still be held by this request), and the fan-out is decided here:
+ * a delivery row per matching webhook and a sync row per CRM integration, pending, whose ids come
+ * back for their jobs (the owed-work sweep queues them if those are lost). No outbox row: nothing
+ * is queued when nothing listens. Any failure undoes all of it.
  */
 export const INSERT_SUBMISSION_SQL = `
 with p as (
   select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as id,
          $6::jsonb as data, $7::text as email, $8::text as name, $9::text as source, $10::timestamptz as created,
          $11::text as intent, $12::text as idem_key, $13::text as idem_hash, $14::jsonb as idem_body,
-         $15::text as idem_token
+         $15::text as idem_token, $16::text as event_id, $17::text as event, $18::text[] as dlv_ids, $19::jsonb as syncs
 ), idem_held as (
   select 1 from idempotency_keys k, p
    where k.organization_id = p.org and k.key = p.idem_key and k.claim_token = p.idem_token and k.response_status is null
   for update of k
-), gate as (
+), idem_gate as (
   select 1 from p where p.idem_token is null
   union all select 1 from idem_held
+), ${MATCHING_WEBHOOKS_SQL}, listeners_ok as (
+  select 1 from p where not exists (
+    select 1 from hooks h where h.n > case when p.event is null then 0 else coalesce(cardinality(p.dlv_ids), 0) end)
+), gate as (
+  select 1 from idem_gate, listeners_ok
 ), ${QUOTA_AND_FORM_SQL}, quota as (
   insert into usage_counters as u (organization_id, month, used)
   select p.org, p.month, 1 from p, org, form_ok, gate where org.quota > 0
@@ -91,15 +133,23 @@ with p as (
   update idempotency_keys k set response_status = 201, response_body = p.idem_body, claim_token = null, lease_expires_at = null
     from p, sub where k.organization_id = p.org and k.key = p.idem_key and p.idem_token is not null
   returning 1
-), outbox_row as (
-  insert into outbox (topic, payload)
-  select 'submission.created', jsonb_build_object('submissionId', sub.id) from sub
+), delivery as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select p.dlv_ids[h.n], h.id, p.org, p.event_id, '${FORM_SUBMISSION_CREATED}', p.event, 'pending', now() from p, sub, hooks h
+  returning id
+), sync as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select x->>'id', p.org, p.form, sub.id, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending', now()
+    from p, sub, jsonb_array_elements(coalesce(p.syncs, '[]')) x
   returning id
 ), ${CREATED_CHANGE_SQL}
 select (select count(*) from form_ok)::int as form_ok,
-       (select count(*) from gate)::int as idem_held,
+       (select count(*) from idem_gate)::int as idem_held,
+       (select count(*) from listeners_ok)::int as listeners_ok,
+       (select count(*) from hooks)::int as webhooks,
        (select count(*) from quota)::int as quota_ok,
-       (select id from outbox_row)::text as outbox_id,
+       (select array_agg(id) from delivery) as delivery_ids,
+       (select array_agg(id) from sync) as sync_ids,
        (select count(*) from claim)::int as claimed,
        (select count(*) from idem)::int as idem`;
 
@@ -114,6 +164,8 @@ export function insertSubmissionValues(row: SubmissionRow): unknown[] {
     JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
     row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,
     row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null, row.idempotency?.claimToken ?? null,
+    row.fanout?.event?.id ?? null, row.fanout?.event?.payload ?? null, row.fanout?.deliveryIds ?? null,
+    row.fanout?.syncs.length ? JSON.stringify(row.fanout.syncs) : null,
   ];
 }
 
@@ -130,8 +182,9 @@ export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<In
   const [r] = result;
   if (!r.form_ok) return { kind: 'form_changed' };
   if (!r.idem_held) return { kind: 'idempotency_lost' };
+  if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
   if (!r.quota_ok) return { kind: 'quota_exceeded' };
-  return { kind: 'created', outboxId: r.outbox_id };
+  return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
 }
 
 export interface StoredIdempotency {
@@ -229,8 +282,10 @@ export async function findIdempotencyRecord(orm: Orm, organizationId: string, ke
 }
 
 export type BatchInsertOutcome =
-  | { kind: 'created'; outboxIds: Map<string, string> }
+  | ({ kind: 'created' } & CreatedFanout)
   | { kind: 'form_changed' }
+  /** Webhooks match that some row brought no delivery (or event) for: none was stored; retry with them. */
+  | { kind: 'listeners_unknown'; webhooks: number }
   /** The quota has room for fewer than all of them: none was stored. */
   | { kind: 'quota_short' }
   /** A payment intent or idempotency key was taken meanwhile: none was stored. */
@@ -246,12 +301,16 @@ with p as (
   select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as source
 ), items as (
   select x.* from jsonb_to_recordset($6::jsonb) as x(seq int, id text, data jsonb, email text, name text,
-         created timestamptz, intent text, idem_key text, idem_hash text, idem_body jsonb)
+         created timestamptz, intent text, idem_key text, idem_hash text, idem_body jsonb,
+         event_id text, event text, dlv_ids text[], syncs jsonb)
+), ${MATCHING_WEBHOOKS_SQL}, listeners_ok as (
+  select 1 where not exists (
+    select 1 from items i, hooks h where h.n > case when i.event is null then 0 else coalesce(cardinality(i.dlv_ids), 0) end)
 ), ${QUOTA_AND_FORM_SQL}, wanted as (
   select count(*)::int as n from items
 ), quota as (
   insert into usage_counters as u (organization_id, month, used)
-  select p.org, p.month, wanted.n from p, org, form_ok, wanted where wanted.n <= org.quota
+  select p.org, p.month, wanted.n from p, org, form_ok, wanted, listeners_ok where wanted.n <= org.quota
   on conflict (organization_id, month) do update set used = u.used + excluded.used
    where u.used + excluded.used <= (select quota from org)
   returning used
@@ -269,16 +328,25 @@ with p as (
   insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
   select p.org, s.idem_key, s.idem_hash, 201, s.idem_body from p, stored s where s.idem_key is not null
   returning 1
-), outbox_row as (
-  insert into outbox (topic, payload)
-  select 'submission.created', jsonb_build_object('submissionId', s.id) from stored s order by s.seq
-  returning id, payload->>'submissionId' as submission_id
+), delivery as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select s.dlv_ids[h.n], h.id, p.org, s.event_id, '${FORM_SUBMISSION_CREATED}', s.event, 'pending', now()
+    from p, stored s, hooks h order by s.seq, h.n
+  returning id
+), sync as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select x->>'id', p.org, p.form, s.id, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending', now()
+    from p, stored s, jsonb_array_elements(coalesce(s.syncs, '[]')) x order by s.seq
+  returning id
 ), ${recordChangesSql('created_change', 'submission.created',
   'select p.org as organization_id, p.form as form_id, s.id as submission_id, s.created as occurred_at, s.seq from p, stored s')}
 select (select count(*) from form_ok)::int as form_ok,
        (select count(*) from quota)::int as quota_ok,
+       (select count(*) from listeners_ok)::int as listeners_ok,
+       (select count(*) from hooks)::int as webhooks,
        (select count(*) from sub)::int as stored,
-       (select coalesce(json_agg(json_build_array(submission_id, id::text)), '[]') from outbox_row) as outbox`;
+       (select array_agg(id) from delivery) as delivery_ids,
+       (select array_agg(id) from sync) as sync_ids`;
 
 /** Rows of one organization, form and month. */
 export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Promise<BatchInsertOutcome> {
@@ -287,6 +355,8 @@ export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Pr
     seq, id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, created: row.createdAt.toISOString(),
     intent: row.paymentIntentId, idem_key: row.idempotency?.key ?? null, idem_hash: row.idempotency?.requestHash ?? null,
     idem_body: row.idempotency?.responseBody ?? null,
+    event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
+    syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
   }));
   let result: any[];
   try {
@@ -300,8 +370,9 @@ export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Pr
   }
   const [r] = result;
   if (!r.form_ok) return { kind: 'form_changed' };
+  if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
   if (!r.quota_ok) return { kind: 'quota_short' };
-  return { kind: 'created', outboxIds: new Map(r.outbox as Array<[string, string]>) };
+  return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
 }
 
 /** The stored records among `keys` (expired ones count as absent). */

@@ -1,13 +1,9 @@
 import type { Field } from '../forms/types';
 import { keyByLabel, redact } from '../submissions/read-service';
+import { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED } from './event-types';
 import { signPayload } from './signing';
 
-/** What a webhook subscribes to, as stored and returned. */
-export const SUBMISSION_CREATED = 'submission.created';
-/** The event type on the wire (body `type` and `X-Service-Event`). */
-export const FORM_SUBMISSION_CREATED = 'form.submission.created';
-export const SUBMISSION_DELETED = 'submission.deleted';
-export const FORM_SUBMISSION_DELETED = 'form.submission.deleted';
+export { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED };
 export const WEBHOOK_TEST = 'webhook.test';
 export const EVENT_ALIASES: Record<string, string> = {
   [SUBMISSION_CREATED]: SUBMISSION_CREATED,
