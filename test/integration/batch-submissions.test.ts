@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
-import { startStack, type Stack } from '../support/worker-stack';
+import { eventIdForSubmission } from '../../src/domain/webhooks/events';
+import { jobIds } from '../../src/queues/catalogue';
+import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 import {
   call, createKey, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant,
 } from '../support/harness';
@@ -58,12 +60,40 @@ describe('batch submissions (POST /v1/forms/{formId}/submissions/batch)', () => 
     expect(results[0].submission).to.have.keys('id', 'formId', 'createdAt');
     const read = await call(t.url, 'GET', `/v1/submissions/${results[0].submission.id}`, { key: tenant.key });
     expect(read.body.submission).to.deep.include({ submitterEmail: 'ada@example.com', submitterName: 'Ada', rawData: items[0].data });
-    // Stored like single posts: an outbox row each (webhooks, CRM) and a change each, in item order.
+    // Stored like single posts: no outbox row (their fan-out is decided in the statement) and a change each, in item order.
     const ids = [results[0].submission.id, results[5].submission.id];
-    const outbox = await query(`select payload->>'submissionId' as id from outbox where payload->>'submissionId' in (?, ?)`, ids);
-    expect(outbox.map((r: any) => r.id).sort()).to.deep.equal([...ids].sort());
+    expect(await query(`select payload->>'submissionId' as id from outbox where payload->>'submissionId' in (?, ?)`, ids)).to.deep.equal([]);
     const changes = await query(`select submission_id from submission_changes where submission_id in (?, ?) order by position`, ids);
     expect(changes.map((r: any) => r.submission_id)).to.deep.equal(ids);
+  });
+
+  it('writes, in its one statement, a delivery per webhook and a sync per CRM integration for every item, and queues them', async () => {
+    const hooked = await createPublishedForm(t.url, tenant.key, fields, {
+      settings: { integrations: [{ type: 'hubspot', accessToken: 'pat-batch', fieldMap: { fld_email: 'email' } }] },
+    });
+    const stored = async (names: string[]) => {
+      const res = await batch(hooked.id, { submissions: names.map(item) });
+      expect(res.status).to.equal(200);
+      expect(res.body.results.map((r: any) => r.status)).to.deep.equal(names.map(() => 201));
+      return res.body.results.map((r: any) => r.submission.id as string);
+    };
+    const before = await stored(['A', 'B']);
+    // Created after the form's listener hint said nobody listens.
+    const hook = await call(t.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'batch', url: 'http://127.0.0.1:9/batch', events: ['submission.created'], formId: hooked.id },
+    });
+    expect(hook.status).to.equal(201);
+    const after = await stored(['C', 'D', 'E']);
+    const deliveries = await query(
+      `select id, event_id, webhook_id from webhook_deliveries where event_id = any(string_to_array(?, ','))`,
+      [[...before, ...after].map(eventIdForSubmission).join(',')],
+    );
+    expect(deliveries.map((d: any) => d.event_id).sort()).to.deep.equal(after.map(eventIdForSubmission).sort());
+    expect(new Set(deliveries.map((d: any) => d.webhook_id))).to.deep.equal(new Set([hook.body.webhook.id]));
+    const syncs = await query(`select id, submission_id from crm_syncs where submission_id = any(string_to_array(?, ','))`, [[...before, ...after].join(',')]);
+    expect(syncs.map((s: any) => s.submission_id).sort()).to.deep.equal([...before, ...after].sort());
+    for (const d of deliveries) await waitUntil('its job', async () => t.app.producer.queue('webhooks').getJob(jobIds.deliver(d.id)));
+    for (const s of syncs) await waitUntil('its job', async () => t.app.producer.queue('crm').getJob(jobIds.crmSync(s.id)));
   });
 
   it('answers envelope problems as a whole, in the usual order of checks', async () => {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { sweepOwed, sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
+import { jobIds } from '../../src/queues/catalogue';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createTenant, type TestTenant } from '../support/harness';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
@@ -27,11 +28,11 @@ describe('owed deliveries: the row, not the job, counts the attempts', () => {
   });
   const em = () => stack.api.app.orm.em.fork();
 
-  async function owedDelivery(id: string, attempts: number): Promise<void> {
+  async function owedDelivery(id: string, attempts: number, dueSecondsAgo = 60): Promise<void> {
     await em().execute(
       `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
-       values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt"}', 'pending', ?, now() - interval '1 minute')`,
-      [id, webhookId, tenant.organizationId, `evt_${id}`, attempts],
+       values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt"}', 'pending', ?, now() - ? * interval '1 second')`,
+      [id, webhookId, tenant.organizationId, `evt_${id}`, attempts, dueSecondsAgo],
     );
   }
   const sentFor = (id: string) => receiver.deliveries.filter((d) => d.headers['x-service-delivery'] === id).length;
@@ -56,6 +57,18 @@ describe('owed deliveries: the row, not the job, counts the attempts', () => {
     await waitUntil('the delivery to fail for good', async () => (await rowOf('dlv_fresh')).status === 'failed', 10_000);
     expect(sentFor('dlv_fresh')).to.equal(MAX_ATTEMPTS);
     expect((await rowOf('dlv_fresh')).next_attempt_at).to.equal(null);
+  });
+
+  it('the relay\'s run queues a new delivery whose job was never added, 5 s after it was due; attempted ones wait for the sweep', async () => {
+    await owedDelivery('dlv_neverQueued', 0, 6);
+    await owedDelivery('dlv_justStored', 0, 0);
+    await owedDelivery('dlv_attempted', 1, 6);
+    await sweepUnqueued(stack.api.app);
+    const queue = stack.api.app.producer.queue('webhooks');
+    expect(await queue.getJob(jobIds.deliver('dlv_neverQueued'))).to.not.equal(undefined);
+    expect(await queue.getJob(jobIds.deliver('dlv_justStored'))).to.equal(undefined);
+    expect(await queue.getJob(jobIds.deliver('dlv_attempted'))).to.equal(undefined);
+    await em().execute(`delete from webhook_deliveries where id in ('dlv_justStored', 'dlv_attempted')`);
   });
 
   it('a manual retry starts a fresh schedule under the same job id, even from a failed delivery with its attempts used up', async () => {

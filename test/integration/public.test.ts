@@ -169,7 +169,7 @@ describe('public runtime', () => {
       expect(stored.body.submission.rawData).to.deep.equal(validValues);
     });
 
-    it('writes the outbox row that fires webhooks and CRM syncs, and counts toward the usage', async () => {
+    it('stores it as the API does (no outbox row: nothing listens), and counts toward the usage', async () => {
       const conn = t.app.orm.em.fork().getConnection();
       const usage = async () => (await conn.execute(
         'select coalesce(sum(used), 0)::int as used from usage_counters where organization_id = ?', [tenant.organizationId]))[0].used;
@@ -177,7 +177,7 @@ describe('public runtime', () => {
       const res = await submit(form.id, { values: validValues });
       expect(res.status).to.equal(200);
       const rows = await conn.execute(`select topic from outbox where payload->>'submissionId' = ?`, [res.body.submissionId]);
-      expect(rows.map((r: any) => r.topic)).to.deep.equal(['submission.created']);
+      expect(rows).to.deep.equal([]);
       expect(await usage()).to.equal(before + 1);
       const [row] = await conn.execute('select source from submissions where id = ?', [res.body.submissionId]);
       expect(row.source).to.equal('public');

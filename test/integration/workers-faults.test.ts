@@ -121,20 +121,22 @@ describe('worker faults', function () {
       await deleteQueueKeys(prefix);
     });
 
-    it('accepts every submission, then the outbox relay delivers all of them once Redis is back', async () => {
+    it('accepts every submission, then the sweep of unqueued deliveries delivers all of them once Redis is back', async () => {
       const tenant = await createTenant(api.app);
       const form = await createPublishedForm(api.url, tenant.key, FIELDS);
-      await webhookFor(api, tenant.key, receiver.url);
+      const webhook = await webhookFor(api, tenant.key, receiver.url);
       const started = Date.now();
       const submissionIds = await submitMany(api, tenant.key, form.id, 5);
       expect(Date.now() - started).to.be.below(5_000);
       expect((await call(api.url, 'GET', '/readyz')).status).to.equal(503);
 
-      // Earlier test files leave outbox rows nobody consumed; keep this relay to this test's rows.
-      await api.app.orm.em.fork().execute(
-        `update outbox set processed_at = now() where processed_at is null and not (payload->>'submissionId' = any(string_to_array(?, ',')))`,
-        [submissionIds.join(',')],
-      );
+      // Their deliveries are pending rows with no job. Earlier test files leave pending deliveries and
+      // outbox rows nobody consumed; keep this recovery to this test's rows.
+      const em = api.app.orm.em.fork();
+      await em.execute(`update outbox set processed_at = now() where processed_at is null`);
+      await em.execute(`update webhook_deliveries set next_attempt_at = now() + interval '1 day' where status = 'pending' and webhook_id <> ?`, [webhook.id]);
+      const [{ n }] = await em.execute(`select count(*)::int as n from webhook_deliveries where webhook_id = ? and status = 'pending'`, [webhook.id]);
+      expect(n).to.equal(5);
       workers = await startInProcessWorkers(['submissions', 'webhooks', 'usage'], { QUEUE_PREFIX: prefix, WEBHOOK_RETRY_DELAYS_MS: FAST_RETRIES });
       await receiver.waitFor(5, 20_000);
       await quietly(300);

@@ -28,9 +28,18 @@ describe('usage queue jobs', () => {
     return res.body.submission.id;
   }
 
+  /** A created submission's outbox row as written before its fan-out moved into the storing statement. */
+  async function submitWithOutboxRow(formId: string): Promise<string> {
+    const submissionId = await submit(formId);
+    await em().execute(
+      `insert into outbox (topic, payload) values ('submission.created', jsonb_build_object('submissionId', ?::text))`, [submissionId],
+    );
+    return submissionId;
+  }
+
   it('relays only outbox rows whose relay time has come (5 s after commit), with the deterministic fan-out job id', async () => {
     const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
-    const [old, young] = [await submit(form.id), await submit(form.id)];
+    const [old, young] = [await submitWithOutboxRow(form.id), await submitWithOutboxRow(form.id)];
     const queue = stack.api.app.producer.queue('submissions');
     await queue.remove(jobIds.fanout(old));
     await queue.remove(jobIds.fanout(young));
@@ -49,7 +58,7 @@ describe('usage queue jobs', () => {
 
   it('pushes a relayed row back (doubling), so rows that keep failing never hold newer ones back', async () => {
     const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
-    const submissionId = await submit(form.id);
+    const submissionId = await submitWithOutboxRow(form.id);
     const relayTime = async () => {
       const [row] = await em().execute(
         `select relay_attempts, extract(epoch from next_relay_at - now()) as wait_s from outbox where payload->>'submissionId' = ?`, [submissionId],
@@ -70,7 +79,9 @@ describe('usage queue jobs', () => {
 
   it('queues again a fan-out that used up its attempts, at the next relay of its row', async () => {
     const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
-    const submissionId = await submit(form.id);
+    const submissionId = await submitWithOutboxRow(form.id);
+    const [outbox] = await em().execute(`select id::text as id from outbox where payload->>'submissionId' = ?`, [submissionId]);
+    await stack.api.app.producer.add('submissions', 'fanout', { submissionId, outboxId: outbox.id });
     const queue = stack.api.app.producer.queue('submissions');
     // A worker whose every attempt fails for good plays a fan-out that exhausted its retries.
     const connection = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });

@@ -3,7 +3,7 @@ import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { relayOutbox } from '../../src/domain/outbox/relay';
-import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { sweepOwed, sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { usageSchedule } from '../../src/queues/catalogue';
 
@@ -25,7 +25,7 @@ export async function scheduleUsageJobs(app: AppContext): Promise<void> {
   });
 }
 
-export const relay = async (app: AppContext) => ({ relayed: await relayOutbox(app) });
+export const relay = async (app: AppContext) => ({ relayed: await relayOutbox(app), unqueued: await sweepUnqueued(app) });
 export const rollup = async (app: AppContext) => rollupUsage(app.orm.em.fork());
 export const maintenance = async (app: AppContext) => {
   const em = app.orm.em.fork();

@@ -49,10 +49,16 @@ export async function countOutboxBacklog(em: Em): Promise<number> {
 
 export const OWED_BATCH = 500;
 
-/** Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, oldest first. */
-export async function findOverdue(em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number): Promise<Array<{ id: string }>> {
+/**
+ * Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, oldest first;
+ * with `neverAttempted`, only those whose first attempt has not been made.
+ */
+export async function findOverdue(
+  em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number, neverAttempted = false,
+): Promise<Array<{ id: string }>> {
   return em.execute<Array<{ id: string }>>(
     `select id from ${table} where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
+        ${neverAttempted ? 'and attempts = 0' : ''}
       order by next_attempt_at limit ${OWED_BATCH}`,
     [graceMs],
   );
