@@ -3,38 +3,48 @@ import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm } from '../../src/db/orm';
-import { FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
+import { eventIdForSubmission, FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
 import { newId } from '../../src/lib/ids';
 import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
-import { benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
+import { benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
 
 /**
- * Delivery benchmark (issue 4). Phase 1: a steady submission rate against the API process, with one
- * submissions worker and one webhooks worker process; latency from each 201 to its delivery's
- * arrival at a local receiver. Phase 2: a backlog of deliveries drained by one webhooks worker.
- * Usage: npm run bench:deliver [-- --rate 200 --duration 20 --warmup 3 --keys 20 --backlog 3000]
+ * Delivery benchmark (issues 4 and 13). Phase 1: for each rate in turn, a steady submission rate
+ * against the API process; latency from each 201 to its delivery's arrival at a local receiver,
+ * and from the delivery row's commit to its attempt's record. Phase 2: a backlog of deliveries
+ * drained by one webhooks worker.
+ *
+ * Processes, as a deployment runs them (deploy/k8s): one API process (`src/api.js`), one webhooks
+ * worker (`workers/webhooks.js`) and one usage worker (`workers/usage.js`: the outbox relay and the
+ * sweeps of owed work). The submission statement writes the delivery rows and the API queues their
+ * jobs, so the submissions worker (deletions and outbox rows from before that) and the CRM worker
+ * have nothing to do in this load and are not started.
+ * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 3 --keys 60 --backlog 3000]
  */
-const RATE = benchNumber('rate', 200);
+const RATES = benchArg('rates', process.argv.includes('--rate') ? benchArg('rate', '200') : '200,1000').split(',').map(Number);
 const DURATION_S = benchNumber('duration', 20);
 /** Seconds at the same rate before measuring: connection pools fill, prepared statements and JIT warm up. */
 const WARMUP_S = benchNumber('warmup', 3);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
-const KEYS = benchNumber('keys', Math.max(4, Math.ceil((RATE * 60 * 2) / 2000)));
+const KEYS = benchNumber('keys', Math.max(4, Math.ceil((Math.max(...RATES) * 60 * 2) / 2000)));
 const BACKLOG = benchNumber('backlog', 3000);
+/** `--profile DIR`: the API and webhooks worker processes write CPU profiles there when they stop. */
+const PROFILE_DIR = benchArg('profile', '');
+const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
 
 const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
 
 /** Sends RATE requests/s for `seconds` on a fixed schedule (not closed-loop), recording each 201. */
-async function steadyLoad(apiUrl: string, formId: string, keys: string[], seconds: number) {
+async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: number, seconds: number) {
   const created = new Map<string, number>();
   let refused = 0;
-  const total = RATE * seconds;
+  const total = rate * seconds;
   const start = performance.now();
   const inflight: Promise<void>[] = [];
   for (let i = 0; i < total; i++) {
-    const due = start + (i * 1000) / RATE;
+    const due = start + (i * 1000) / rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     inflight.push(fetch(`${apiUrl}/v1/forms/${formId}/submissions`, {
@@ -59,14 +69,18 @@ function arrivalsBySubmission(receiver: Receiver, from = 0): Map<string, number>
   return out;
 }
 
-/** Commit → fan-out done, per submission: tells the fan-out's share of the latency from the delivery's. */
-async function fanoutLagMs(databaseUrl: string, submissionIds: string[]): Promise<number[]> {
+/**
+ * The delivery row's commit (with its submission) → its first attempt recorded, per submission: the
+ * queue's and the worker's share of the latency, without the client's and the API's.
+ */
+async function commitToAttemptMs(databaseUrl: string, submissionIds: string[]): Promise<number[]> {
   const orm = await initOrm(databaseUrl, 1);
   try {
     const rows = await orm.em.getConnection().execute(
-      `select extract(epoch from (processed_at - created_at)) * 1000 as ms from outbox
-        where processed_at is not null and payload->>'submissionId' = any(string_to_array(?, ',')) order by 1`,
-      [submissionIds.join(',')],
+      `select extract(epoch from (a.created_at - d.created_at)) * 1000 as ms
+         from webhook_deliveries d join delivery_attempts a on a.delivery_id = d.id and a.attempt_no = 1
+        where d.event_id = any(string_to_array(?, ',')) order by 1`,
+      [submissionIds.map(eventIdForSubmission).join(',')],
     );
     return rows.map((r: any) => Math.round(Number(r.ms)));
   } finally {
@@ -114,20 +128,33 @@ async function main(): Promise<void> {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
     const seeded = await seedWebhookBench(env.databaseUrl, receiver.url, encryptionKey, KEYS);
 
-    const api = await startEntry('src/api.js', common, 'PORT');
+    const api = await startEntry('src/api.js', common, 'PORT', nodeArgs);
     processes.push(api.proc);
-    for (const entry of ['workers/submissions.js', 'workers/webhooks.js']) {
-      processes.push((await startEntry(entry, common, 'METRICS_PORT')).proc);
-    }
+    processes.push((await startEntry('workers/usage.js', common, 'METRICS_PORT')).proc);
+    processes.push((await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs)).proc);
 
-    // Phase 1: steady rate, 201 → arrival latency, after a warm-up at the same rate.
-    const warmup = await steadyLoad(api.url, seeded.formId, seeded.keys, WARMUP_S);
-    await waitUntil(() => arrivalsBySubmission(receiver).size >= warmup.created.size, 60_000, 100).catch(() => undefined);
-    const load = await steadyLoad(api.url, seeded.formId, seeded.keys, DURATION_S);
-    await waitUntil(() => arrivalsBySubmission(receiver).size >= warmup.created.size + load.created.size, 120_000, 200).catch(() => undefined);
-    const arrivals = arrivalsBySubmission(receiver);
-    const fanoutLag = await fanoutLagMs(env.databaseUrl, [...load.created.keys()]);
-    const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
+    // Phase 1: each rate in turn, 201 → arrival latency, after a warm-up at the same rate.
+    const steady: Array<Record<string, unknown>> = [];
+    let seen = 0;
+    for (const rate of RATES) {
+      // Waits count what arrived (one delivery per submission unless a receiver error made a retry).
+      const arrived = () => receiver.deliveries.length;
+      const warmup = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, WARMUP_S);
+      await waitUntil(() => arrived() >= seen + warmup.created.size, 60_000, 100).catch(() => undefined);
+      seen = arrived();
+      const load = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, DURATION_S);
+      await waitUntil(() => arrived() >= seen + load.created.size, 120_000, 200).catch(() => undefined);
+      const arrivals = arrivalsBySubmission(receiver, seen);
+      seen = arrived();
+      const toAttempt = await commitToAttemptMs(env.databaseUrl, [...load.created.keys()]);
+      const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
+      steady.push({
+        phase: `steady ${rate}/s for ${DURATION_S}s`, submitted: rate * DURATION_S, created: load.created.size,
+        refused: load.refused, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
+        p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), maxMs: latencies[latencies.length - 1],
+        commitToAttemptP50ms: percentile(toAttempt, 50), commitToAttemptP99ms: percentile(toAttempt, 99),
+      });
+    }
 
     // Phase 2: a backlog drained by the one webhooks worker process (stopped while the backlog is queued).
     await processes.pop()!.stop();
@@ -138,12 +165,7 @@ async function main(): Promise<void> {
     const drained = receiver.deliveries.slice(before);
     const drainSeconds = (drained[drained.length - 1].receivedAt - drained[0].receivedAt) / 1000;
 
-    console.table([{
-      phase: `steady ${RATE}/s for ${DURATION_S}s`, submitted: RATE * DURATION_S, created: load.created.size,
-      refused: load.refused, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
-      p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), maxMs: latencies[latencies.length - 1],
-      fanoutLagP50ms: percentile(fanoutLag, 50), fanoutLagP99ms: percentile(fanoutLag, 99),
-    }]);
+    console.table(steady);
     console.table([{
       phase: 'backlog drain, 1 webhooks worker', deliveries: BACKLOG,
       concurrency: loadConfig({ ...process.env, ...common }).workerConcurrency,

@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { preparedQuery } from '../../db/prepared';
 import { nextAttemptAt, rowStatus } from '../outbound/attempt';
 import type { DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
@@ -24,15 +25,26 @@ export interface DeliveryRow {
 
 /** How the webhook's failure streak (and, on `disable`, its switch) follows one attempt. */
 const WEBHOOK_UPDATE = {
-  succeeded: 'update webhooks set failing_since = null where id = ? and failing_since is not null',
-  failed: 'update webhooks set failing_since = now() where id = ? and failing_since is null',
-  disable: 'update webhooks set enabled = false, failing_since = coalesce(failing_since, now()), updated_at = now() where id = ?',
+  succeeded: 'update webhooks set failing_since = null where id = $10 and failing_since is not null',
+  failed: 'update webhooks set failing_since = now() where id = $10 and failing_since is null',
+  disable: 'update webhooks set enabled = false, failing_since = coalesce(failing_since, now()), updated_at = now() where id = $10',
 };
 
-function webhookUpdate(decision: DeliveryDecision): string {
-  if (decision.kind === 'succeeded' || decision.kind === 'disable') return WEBHOOK_UPDATE[decision.kind];
-  return WEBHOOK_UPDATE.failed;
+function webhookUpdate(decision: DeliveryDecision): keyof typeof WEBHOOK_UPDATE {
+  return decision.kind === 'succeeded' || decision.kind === 'disable' ? decision.kind : 'failed';
 }
+
+/** One statement per way the webhook's streak follows; prepared, as every attempt runs one. */
+const RECORD_ATTEMPT_SQL = Object.fromEntries(Object.entries(WEBHOOK_UPDATE).map(([kind, webhookSql]) => [kind, `
+  with d as (
+    update webhook_deliveries
+       set attempts = attempts + 1, status = $1, last_status_code = $2, last_error = $3, next_attempt_at = $4, updated_at = now()
+     where id = $5 returning id, attempts
+  ), a as (
+    insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
+    select id, attempts, $6::int, $7::text, $8::int, $9::text from d
+  )
+  ${webhookSql}`])) as Record<keyof typeof WEBHOOK_UPDATE, string>;
 
 /**
  * The attempt, the delivery's summary and the webhook's failure streak change together, in one
@@ -40,30 +52,20 @@ function webhookUpdate(decision: DeliveryDecision): string {
  * busy webhook do not queue on its row lock.
  */
 export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<void> {
-  await em.execute(
-    `with d as (
-       update webhook_deliveries
-          set attempts = attempts + 1, status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, updated_at = now()
-        where id = ? returning id, attempts
-     ), a as (
-       insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
-       select id, attempts, ?, ?, ?, ? from d
-     )
-     ${webhookUpdate(decision)}`,
-    [
-      rowStatus(decision), result.statusCode, result.error, nextAttemptAt(decision, now), row.id,
-      result.statusCode, result.error, result.durationMs, result.responseExcerpt, row.webhook_id,
-    ],
-  );
+  const kind = webhookUpdate(decision);
+  await preparedQuery(em, `record_delivery_attempt_${kind}`, RECORD_ATTEMPT_SQL[kind], [
+    rowStatus(decision), result.statusCode, result.error, nextAttemptAt(decision, now), row.id,
+    result.statusCode, result.error, result.durationMs, result.responseExcerpt, row.webhook_id,
+  ]);
 }
 
 /** A delivery, with its webhook's URL, secrets and failure streak; the previous secret only within its grace. */
 export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promise<DeliveryRow | undefined> {
-  const [row] = await em.execute<DeliveryRow[]>(
+  const [row] = await preparedQuery<DeliveryRow>(em, 'find_delivery_for_attempt',
     `select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
             case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
        from webhook_deliveries d join webhooks w on w.id = d.webhook_id
-      where d.id = ?`,
+      where d.id = $1`,
     [deliveryId],
   );
   return row;
