@@ -38,6 +38,12 @@ export interface Config {
   logLevel: string;
   metricsPort: number;
   workerConcurrency: number;
+  /**
+   * Deliveries in flight per webhooks worker process. A delivery mostly waits (on the receiver, on
+   * PostgreSQL), so by Little's law a worker sends at most this many per receiver round trip:
+   * 1,000/s to receivers answering in 50 ms takes 50.
+   */
+  webhookWorkerConcurrency: number;
   queuePrefix: string;
   dbPoolMax: number;
   /** Whole months of submissions kept before the current one; null: kept forever. */
@@ -110,6 +116,7 @@ const schema = Joi.object({
   LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
   METRICS_PORT: Joi.number().integer().min(0).max(65535).default(9100),
   WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(10),
+  WEBHOOK_WORKER_CONCURRENCY: Joi.number().integer().min(1).max(1000).default(50),
   QUEUE_PREFIX: Joi.string().pattern(/^[^:]+$/).default('bull'),
   SUBMISSION_RETENTION_MONTHS: Joi.number().integer().min(1).max(1200),
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
@@ -170,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     logLevel: v.LOG_LEVEL,
     metricsPort: v.METRICS_PORT,
     workerConcurrency: v.WORKER_CONCURRENCY,
+    webhookWorkerConcurrency: v.WEBHOOK_WORKER_CONCURRENCY,
     queuePrefix: queuePrefixFor(v.QUEUE_PREFIX, !!v.REDIS_CLUSTER_NODES),
     dbPoolMax: v.DB_POOL_MAX,
     submissionRetentionMonths: v.SUBMISSION_RETENTION_MONTHS ?? null,

@@ -44,7 +44,7 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
     }, {
       connection: blockingRedis(app.config),
       prefix: app.config.queuePrefix,
-      concurrency: app.config.workerConcurrency,
+      concurrency: queue === 'webhooks' ? app.config.webhookWorkerConcurrency : app.config.workerConcurrency,
       // A job whose worker died is taken over once its lock lapses and the stall check runs.
       lockDuration: app.config.workerLockMs,
       stalledInterval: app.config.workerLockMs,

@@ -40,6 +40,9 @@ const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@exampl
 async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: number, seconds: number) {
   const created = new Map<string, number>();
   let refused = 0;
+  /** Refusals by status (`error` when no answer came). */
+  const refusals: Record<string, number> = {};
+  const refuse = (why: string) => { refused++; refusals[why] = (refusals[why] ?? 0) + 1; };
   const total = rate * seconds;
   const start = performance.now();
   const inflight: Promise<void>[] = [];
@@ -53,11 +56,11 @@ async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: 
     }).then(async (res) => {
       const json: any = await res.json();
       if (res.status === 201) created.set(json.submission.id, Date.now());
-      else refused++;
-    }, () => { refused++; }));
+      else refuse(String(res.status));
+    }, () => refuse('error')));
   }
   await Promise.all(inflight);
-  return { created, refused, seconds: (performance.now() - start) / 1000 };
+  return { created, refused, refusals, seconds: (performance.now() - start) / 1000 };
 }
 
 function arrivalsBySubmission(receiver: Receiver, from = 0): Map<string, number> {
@@ -150,7 +153,7 @@ async function main(): Promise<void> {
       const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
       steady.push({
         phase: `steady ${rate}/s for ${DURATION_S}s`, submitted: rate * DURATION_S, created: load.created.size,
-        refused: load.refused, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
+        refused: load.refused ? `${load.refused} ${JSON.stringify(load.refusals)}` : 0, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
         p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), maxMs: latencies[latencies.length - 1],
         commitToAttemptP50ms: percentile(toAttempt, 50), commitToAttemptP99ms: percentile(toAttempt, 99),
       });
@@ -168,7 +171,7 @@ async function main(): Promise<void> {
     console.table(steady);
     console.table([{
       phase: 'backlog drain, 1 webhooks worker', deliveries: BACKLOG,
-      concurrency: loadConfig({ ...process.env, ...common }).workerConcurrency,
+      concurrency: loadConfig({ ...process.env, ...common }).webhookWorkerConcurrency,
       seconds: Number(drainSeconds.toFixed(2)), deliveriesPerSecond: Math.round((BACKLOG - 1) / drainSeconds),
     }]);
   } finally {

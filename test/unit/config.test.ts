@@ -14,6 +14,7 @@ describe('configuration', () => {
     expect(config.webhookRetryDelaysMs).to.deep.equal([5000, 300000, 1800000, 7200000, 18000000, 36000000, 50400000, 72000000, 86400000]);
     expect(Object.isFrozen(config)).to.equal(true);
     expect(config).to.include({ retentionDays: 30, owedSweepIntervalMs: 30_000, httpKeepAliveTimeoutMs: 65_000, httpHeadersTimeoutMs: 66_000 });
+    expect(config).to.include({ workerConcurrency: 10, webhookWorkerConcurrency: 50 });
     expect(config.dbTimeouts).to.deep.equal({ statementMs: 3_000, lockMs: 2_000, idleInTransactionMs: 15_000 });
   });
 
