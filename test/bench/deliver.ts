@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
@@ -36,7 +37,17 @@ const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] :
 
 const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
 
-/** Sends RATE requests/s for `seconds` on a fixed schedule (not closed-loop), recording each 201. */
+/** CPU time a process has used, in ms (utime + stime from /proc; 0 where there is no /proc). */
+function cpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks of 1/100 s (USER_HZ)
+  } catch {
+    return 0;
+  }
+}
+
+/** Sends `rate` requests/s for `seconds` on a fixed schedule (not closed-loop), recording each 201. */
 async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: number, seconds: number) {
   const created = new Map<string, number>();
   let refused = 0;
@@ -134,7 +145,9 @@ async function main(): Promise<void> {
     const api = await startEntry('src/api.js', common, 'PORT', nodeArgs);
     processes.push(api.proc);
     processes.push((await startEntry('workers/usage.js', common, 'METRICS_PORT')).proc);
-    processes.push((await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs)).proc);
+    const worker = (await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs)).proc;
+    processes.push(worker);
+    const cpu = () => ({ api: cpuMs(api.proc.child.pid), worker: cpuMs(worker.child.pid) });
 
     // Phase 1: each rate in turn, 201 → arrival latency, after a warm-up at the same rate.
     const steady: Array<Record<string, unknown>> = [];
@@ -145,8 +158,10 @@ async function main(): Promise<void> {
       const warmup = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, WARMUP_S);
       await waitUntil(() => arrived() >= seen + warmup.created.size, 60_000, 100).catch(() => undefined);
       seen = arrived();
+      const cpuBefore = cpu();
       const load = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, DURATION_S);
       await waitUntil(() => arrived() >= seen + load.created.size, 120_000, 200).catch(() => undefined);
+      const cpuAfter = cpu();
       const arrivals = arrivalsBySubmission(receiver, seen);
       seen = arrived();
       const toAttempt = await commitToAttemptMs(env.databaseUrl, [...load.created.keys()]);
@@ -156,6 +171,9 @@ async function main(): Promise<void> {
         refused: load.refused ? `${load.refused} ${JSON.stringify(load.refusals)}` : 0, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
         p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), maxMs: latencies[latencies.length - 1],
         commitToAttemptP50ms: percentile(toAttempt, 50), commitToAttemptP99ms: percentile(toAttempt, 99),
+        // Node CPU per submission of the API and per delivery of the webhooks worker (PostgreSQL and Redis not included).
+        apiCpuMs: Number(((cpuAfter.api - cpuBefore.api) / Math.max(1, load.created.size)).toFixed(3)),
+        workerCpuMs: Number(((cpuAfter.worker - cpuBefore.worker) / Math.max(1, latencies.length)).toFixed(3)),
       });
     }
 
