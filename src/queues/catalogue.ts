@@ -8,6 +8,7 @@ import { maxAttempts } from '../domain/outbound/attempt';
  */
 export interface JobCatalogue {
   submissions: {
+    /** Only for outbox rows of created submissions written before their statement decided the fan-out itself. */
     fanout: { submissionId: string; outboxId: string };
     'fanout-deletion': { submissionId: string; outboxId: string };
   };

@@ -119,7 +119,9 @@ update outbox set processed_at = now()
 returning id`;
 
 /**
- * One transaction: a delivery row per matching webhook and a sync row per CRM integration, keyed
+ * The fan-out of a `submission.created` outbox row. New submissions get theirs in their storing
+ * statement (createdFanout) and write no such row; these are rows written before that, still
+ * relayed. One transaction: a delivery row per matching webhook and a sync row per CRM integration, keyed
  * by (event, webhook) and (submission, integration) so that a re-run creates nothing new, and the
  * outbox row marked processed. The caller enqueues the returned ids after commit.
  */
