@@ -130,12 +130,15 @@ export function createHttpServer(app: AppContext): HttpServer {
     void answerRouterError(app, req, res, err).finally(callback);
   });
 
+  // The access line's fields are fixed and never secret, so it skips the redaction every other line
+  // goes through: with its wildcard paths, redaction cost ten times the rest of writing the line.
+  const accessLog = app.logger.child({}, { redact: [] });
   server.on('after', (req: Request, res: Response, route: any) => {
     const started = requestState(req).startedAt;
     const seconds = started ? Number(process.hrtime.bigint() - started) / 1e9 : 0;
     const routePath = routeLabel(req, route);
     metrics.httpDuration.observe({ method: req.method, route: routePath, status: String(res.statusCode) }, seconds);
-    app.logger.info({
+    accessLog.info({
       reqId: requestState(req).requestId, method: req.method, route: routePath, status: res.statusCode,
       durationMs: Math.round(seconds * 1000), organizationId: requestState(req).organizationId,
     }, 'request');
