@@ -31,6 +31,9 @@ export function decide(count: number, limit: number, windowEndMs: number, nowMs:
   };
 }
 
+/** Keeps one script run (which blocks Redis meanwhile) short. */
+const MAX_HITS_PER_CALL = 256;
+
 interface PendingHit {
   key: string;
   ttlMs: number;
@@ -79,11 +82,17 @@ export class RateLimiter {
   private flush(): void {
     const batch = this.pending;
     this.pending = [];
-    const groups = (this.redis as { isCluster?: boolean }).isCluster ? batch.map((hit) => [hit]) : [batch];
+    const size = (this.redis as { isCluster?: boolean }).isCluster ? 1 : MAX_HITS_PER_CALL;
+    const groups: PendingHit[][] = [];
+    for (let i = 0; i < batch.length; i += size) groups.push(batch.slice(i, i + size));
     for (const group of groups) {
-      (this.redis as any).formserviceRateHits(group.length, ...group.map((h) => h.key), ...group.map((h) => h.ttlMs))
-        .then((counts: number[]) => group.forEach((hit, i) => hit.resolve(counts[i])))
-        .catch((err: unknown) => group.forEach((hit) => hit.reject(err)));
+      const fail = (err: unknown) => group.forEach((hit) => hit.reject(err));
+      try {
+        (this.redis as any).formserviceRateHits(group.length, ...group.map((h) => h.key), ...group.map((h) => h.ttlMs))
+          .then((counts: number[]) => group.forEach((hit, i) => hit.resolve(counts[i])), fail);
+      } catch (err) {
+        fail(err);
+      }
     }
   }
 
