@@ -94,4 +94,19 @@ describe('rate limits per key', () => {
       redis.disconnect();
     }
   });
+
+  it('counts a whole batch in this process when Redis does not answer, each hit still its own count', async () => {
+    // Nothing listens on port 1: the client refuses commands at once (no offline queue).
+    const redis = new IORedis('redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+    try {
+      let fallbacks = 0;
+      const limiter = new RateLimiter(redis, () => { fallbacks++; });
+      const decisions = await Promise.all(Array.from({ length: 12 }, () => limiter.hit('down-batch', 10)));
+      expect(decisions.map((d) => d.remaining)).to.deep.equal([9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0]);
+      expect(decisions.filter((d) => !d.allowed)).to.have.length(2);
+      expect(fallbacks).to.equal(12);
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
