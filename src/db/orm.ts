@@ -11,6 +11,7 @@ import { Migration20261123000200_durability } from './migrations/Migration202611
 import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
 import { Migration20261123000500_partitions } from './migrations/Migration20261123000500_partitions';
+import { Migration20261123003000_hot_path_indexes } from './migrations/Migration20261123003000_hot_path_indexes';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -22,6 +23,7 @@ const MIGRATIONS = [
   { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
   { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },
   { name: 'Migration20261123000500_partitions', class: Migration20261123000500_partitions },
+  { name: 'Migration20261123003000_hot_path_indexes', class: Migration20261123003000_hot_path_indexes },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

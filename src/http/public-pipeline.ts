@@ -66,12 +66,14 @@ function toPublicError(err: unknown): PublicError | null {
   return null;
 }
 
+const PUBLIC_RESPONSE_HEADERS = Object.entries({ ...PUBLIC_SECURITY_HEADERS, ...PUBLIC_CORS_HEADERS });
+
 export type PublicHandler = (req: Request, res: Response) => Promise<Reply>;
 
 /** Runs a public handler; anything it throws is answered in the public error shape, never with internals. */
 export function publicRoute(app: AppContext, handler: PublicHandler) {
   return async function publicRouteHandler(req: Request, res: Response): Promise<void> {
-    for (const [name, value] of Object.entries({ ...PUBLIC_SECURITY_HEADERS, ...PUBLIC_CORS_HEADERS })) res.header(name, value);
+    for (const [name, value] of PUBLIC_RESPONSE_HEADERS) res.setHeader(name, value);
     try {
       sendReply(res, await handler(req, res));
     } catch (err) {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import restify, { type Request, type Response, type Server } from 'restify';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
+import { bodyReader } from './body-reader';
 import { ApiError, errors, unexpectedError } from './errors';
 import { extractApiKey } from '../domain/auth/api-keys';
 import { admitKey, describeError } from './pipeline';
@@ -114,7 +115,7 @@ export function createHttpServer(app: AppContext): HttpServer {
   });
   server.use(restify.plugins.queryParser({ mapParams: false }));
   server.use(guardRequestBody);
-  server.use(restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }));
+  server.use(bodyReader(MAX_BODY_BYTES));
 
   registerOpsRoutes(server, app, lifecycle);
   registerAdminRoutes(server, app);
@@ -129,12 +130,27 @@ export function createHttpServer(app: AppContext): HttpServer {
     void answerRouterError(app, req, res, err).finally(callback);
   });
 
+  // The access line's fields are fixed and never secret, so it skips the redaction every other line
+  // goes through: with its wildcard paths, redaction cost ten times the rest of writing the line.
+  const accessLog = app.logger.child({}, { redact: [] });
+  // One histogram child per method, route and status, looked up by a string key instead of
+  // prom-client hashing a label object on every request.
+  const durationByLabels = new Map<string, { observe(value: number): void }>();
+  const observeDuration = (method: string | undefined, route: string, status: number, seconds: number) => {
+    const key = `${method} ${status} ${route}`;
+    let child = durationByLabels.get(key);
+    if (!child) {
+      child = metrics.httpDuration.labels({ method, route, status: String(status) });
+      durationByLabels.set(key, child);
+    }
+    child.observe(seconds);
+  };
   server.on('after', (req: Request, res: Response, route: any) => {
     const started = requestState(req).startedAt;
     const seconds = started ? Number(process.hrtime.bigint() - started) / 1e9 : 0;
     const routePath = routeLabel(req, route);
-    metrics.httpDuration.observe({ method: req.method, route: routePath, status: String(res.statusCode) }, seconds);
-    app.logger.info({
+    observeDuration(req.method, routePath, res.statusCode, seconds);
+    accessLog.info({
       reqId: requestState(req).requestId, method: req.method, route: routePath, status: res.statusCode,
       durationMs: Math.round(seconds * 1000), organizationId: requestState(req).organizationId,
     }, 'request');

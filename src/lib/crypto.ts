@@ -1,7 +1,11 @@
+import * as crypto from 'node:crypto';
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
+/** Node's one-shot digest (20.12 and later) skips the Hash object: every API request hashes its key. */
+const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+
 export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return oneShotHash ? oneShotHash('sha256', value, 'hex') : createHash('sha256').update(value).digest('hex');
 }
 
 const SEALED_PREFIX = 'enc:v1:';

@@ -1,5 +1,4 @@
 import autocannon from 'autocannon';
-import { readdirSync, readFileSync } from 'node:fs';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm, type Orm } from '../../src/db/orm';
@@ -8,18 +7,32 @@ import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { newId } from '../../src/lib/ids';
 import { startEntry, type StartedEntry } from '../support/processes';
+import { cpuUsed, perSubmission, sampleCpu, type CpuUse } from './cpu';
+import { commandsPerSubmission, snapshotCommands, snapshotStatements, topStatements } from './server-stats';
 import { benchEnvironment, benchNumber } from './support';
 
 /**
- * Ingest benchmark (issue 3): authenticated submission creation under 32 connections with many keys,
- * against a baseline of "restify parses the body + one INSERT" on the same database, same run.
- * Usage: npm run bench:ingest [-- --duration 15 --connections 32 --keys 200 --orgs 1 --api-only]
+ * Ingest benchmark (issues 3 and 13): authenticated submission creation under 32 connections with
+ * many keys, against the bare stack (test/bench/baseline-server.ts: restify parses the body, one
+ * pooled INSERT) on the same database, in the same run. For each it prints req/s, p50, p99 and
+ * non-2xx answers, then the CPU per accepted submission (2xx), read from /proc before and after the
+ * measured phase: the whole machine (all CPUs, non-idle) and by process: the process under test,
+ * PostgreSQL (the bench database's backends plus the background processes, each listed: they also
+ * serve other databases), redis-server (shared), the bench process itself (autocannon runs in it),
+ * backends of other databases and what is left unaccounted (other users of the machine), with the
+ * ratio service/bare stack (goal ≤ 2×). For the service phase it also prints the top statements
+ * from pg_stat_statements (when loaded: shared_preload_libraries and the extension created in the
+ * admin database) and Redis INFO commandstats (every client's commands), per submission.
+ *
+ * Usage: npm run bench:ingest [-- --duration 15 --connections 32 --keys 200 --orgs 1 --warmup 3 --api-only]
  * (--api-only runs the API without the workers, to tell the request path's cost from the workers'.)
+ * e.g. npm run bench:ingest -- --duration 10 --orgs 20
+ * Profile the service: BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" node dist/test/bench/ingest.js …
+ * The machine is shared: figures vary from run to run; CPU per submission varies less than req/s.
  *
  * Batch mode (issue 15): `--batch 100` compares single posts with batches of that many items on the
  * same service instead (no baseline): submissions per second and CPU per submission of the service
- * process, the PostgreSQL backends of the bench database and redis-server (shared with whatever
- * else runs on the machine), read from /proc before and after each measured phase.
+ * process, PostgreSQL (as above) and redis-server.
  * e.g. npm run bench:ingest -- --batch 100 --duration 5 --warmup 1 --connections 16 --api-only
  */
 const DURATION = benchNumber('duration', 15);
@@ -41,50 +54,40 @@ function load(opts: autocannon.Options): Promise<autocannon.Result> {
   });
 }
 
+/** One measured load against a process: autocannon's result and the CPU used meanwhile. */
+async function measured(pid: number, database: string, opts: autocannon.Options): Promise<{ result: autocannon.Result; cpu: CpuUse }> {
+  const before = sampleCpu(pid);
+  const result = await load(opts);
+  return { result, cpu: cpuUsed(before, sampleCpu(pid), database) };
+}
+
 function summary(name: string, r: autocannon.Result) {
-  const ok = r['2xx'];
   return {
-    name, requests: r.requests.total, created: ok, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
-    reqPerSec: Math.round(ok / r.duration), p50ms: r.latency.p50, p99ms: r.latency.p99, maxMs: r.latency.max,
+    name, requests: r.requests.total, accepted: r['2xx'], non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
+    reqPerSec: Math.round(r['2xx'] / r.duration), p50ms: r.latency.p50, p99ms: r.latency.p99, maxMs: r.latency.max,
   };
 }
 
-const CLOCK_TICKS_PER_SECOND = 100;
-
-/** CPU time (ms) a process has used so far, or 0 once it is gone. */
-function cpuMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND; // utime + stime
-  } catch {
-    return 0;
-  }
-}
-
-function pidsNamed(name: string): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
-    try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === name; } catch { return false; }
-  });
-}
-
-interface CpuSample { node: number; postgres: Map<number, number>; redis: number }
-
-async function sampleCpu(orm: Orm, servicePid: number): Promise<CpuSample> {
-  const backends = await orm.em.fork().getConnection().execute('select pid from pg_stat_activity where datname = current_database()');
-  return {
-    node: cpuMs(servicePid),
-    postgres: new Map(backends.map((b: any) => [b.pid, cpuMs(b.pid)])),
-    redis: pidsNamed('redis-server').reduce((sum, pid) => sum + cpuMs(pid), 0),
+/** CPU ms per accepted submission, bare stack beside the service, by line. */
+function cpuTable(bare: CpuUse, bareSubs: number, service: CpuUse, serviceSubs: number) {
+  const line = (name: string, a: number, b: number) => {
+    const bareMs = perSubmission(a, bareSubs);
+    const serviceMs = perSubmission(b, serviceSubs);
+    return { 'CPU ms per accepted submission': name, bare: bareMs, service: serviceMs, 'service/bare': bareMs > 0 ? `${(serviceMs / bareMs).toFixed(2)}x` : '-' };
   };
-}
-
-/** CPU ms per submission between two samples; a backend that appeared meanwhile started from zero. */
-function cpuPerSubmission(before: CpuSample, after: CpuSample, submissions: number) {
-  let postgres = 0;
-  for (const [pid, ms] of after.postgres) postgres += ms - (before.postgres.get(pid) ?? 0);
-  const per = (ms: number) => Number((ms / submissions).toFixed(3));
-  return { nodeCpuMsPerSub: per(after.node - before.node), pgCpuMsPerSub: per(postgres), redisCpuMsPerSub: per(after.redis - before.redis) };
+  const background = [...new Set([...Object.keys(bare.postgresBackground), ...Object.keys(service.postgresBackground)])].sort();
+  return [
+    line('whole machine (all CPUs, non-idle)', bare.machine, service.machine),
+    line('node (the process under test)', bare.node, service.node),
+    line('postgres (bench database + background)', bare.postgres, service.postgres),
+    line('  postgres: bench database backends', bare.postgresBackends, service.postgresBackends),
+    ...background.map((role) => line(`  postgres: ${role}`, bare.postgresBackground[role] ?? 0, service.postgresBackground[role] ?? 0)),
+    line('redis-server (shared)', bare.redis, service.redis),
+    line('node + postgres + redis', bare.node + bare.postgres + bare.redis, service.node + service.postgres + service.redis),
+    line('bench process (autocannon)', bare.bench, service.bench),
+    line('postgres: other databases (not ours)', bare.postgresOtherDatabases, service.postgresOtherDatabases),
+    line('unaccounted (other users, kernel)', bare.unaccounted, service.unaccounted),
+  ];
 }
 
 async function countSubmissions(orm: Orm): Promise<number> {
@@ -93,7 +96,7 @@ async function countSubmissions(orm: Orm): Promise<number> {
 }
 
 /** Single posts, then batches of BATCH items, against one service: submissions/s and CPU per submission. */
-async function compareBatches(service: StartedEntry, targets: Array<{ key: string; path: string }>, orm: Orm): Promise<void> {
+async function compareBatches(service: StartedEntry, targets: Array<{ key: string; path: string }>, orm: Orm, database: string): Promise<void> {
   const item = JSON.parse(body);
   const batchBody = JSON.stringify({ submissions: Array.from({ length: BATCH }, () => item) });
   const phase = async (name: string, suffix: string, payload: string) => {
@@ -106,15 +109,17 @@ async function compareBatches(service: StartedEntry, targets: Array<{ key: strin
       },
     };
     if (WARMUP > 0) await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: WARMUP });
-    const [countBefore, cpuBefore] = [await countSubmissions(orm), await sampleCpu(orm, service.proc.child.pid!)];
-    const result = await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
-    const [countAfter, cpuAfter] = [await countSubmissions(orm), await sampleCpu(orm, service.proc.child.pid!)];
-    const submissions = countAfter - countBefore;
+    const countBefore = await countSubmissions(orm);
+    const { result, cpu } = await measured(service.proc.child.pid!, database,
+      { url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
+    const submissions = (await countSubmissions(orm)) - countBefore;
     const [backlog] = await orm.em.fork().getConnection().execute('select count(*)::int as n from outbox where processed_at is null');
     return {
       name, requests: result.requests.total, non2xx: result.non2xx, errors: result.errors,
       reqPerSec: Math.round(result['2xx'] / result.duration), subsPerSec: Math.round(submissions / result.duration),
-      p50ms: result.latency.p50, p99ms: result.latency.p99, ...cpuPerSubmission(cpuBefore, cpuAfter, submissions),
+      p50ms: result.latency.p50, p99ms: result.latency.p99,
+      nodeCpuMsPerSub: perSubmission(cpu.node, submissions), pgCpuMsPerSub: perSubmission(cpu.postgres, submissions),
+      redisCpuMsPerSub: perSubmission(cpu.redis, submissions),
       // Fan-out work still queued is not in the CPU figures: compare CPU with --api-only.
       fanoutBacklog: ENTRY === 'src/api.js' ? '-' : backlog.n,
     };
@@ -131,15 +136,13 @@ async function main(): Promise<void> {
   try {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
 
-    // Baseline
-    let baseResult: autocannon.Result | null = null;
+    // The bare stack, measured first in the same run.
+    let bare: { result: autocannon.Result; cpu: CpuUse } | null = null;
     if (!BATCH) {
       const baseline = await startEntry('test/bench/baseline-server.js', common);
-      await load({ url: `${baseline.url}/ingest`, method: 'POST', body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS, duration: 3 });
-      baseResult = await load({
-        url: `${baseline.url}/ingest`, method: 'POST', body, headers: { 'content-type': 'application/json' },
-        connections: CONNECTIONS, duration: DURATION,
-      });
+      const opts = { url: `${baseline.url}/ingest`, method: 'POST' as const, body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS };
+      if (WARMUP > 0) await load({ ...opts, duration: WARMUP });
+      bare = await measured(baseline.proc.child.pid!, env.databaseName, { ...opts, duration: DURATION });
       await baseline.proc.stop();
     }
 
@@ -172,7 +175,7 @@ async function main(): Promise<void> {
       (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
     if (BATCH) {
       try {
-        await compareBatches(service, targets, orm);
+        await compareBatches(service, targets, orm, env.databaseName);
       } finally {
         await service.proc.stop();
         await orm.close();
@@ -190,16 +193,33 @@ async function main(): Promise<void> {
         return { ...req, path: target.path, headers: { 'content-type': 'application/json', authorization: `Bearer ${target.key}` } };
       },
     };
-    await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: 3 });
-    const fullResult = await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
+    if (WARMUP > 0) await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: WARMUP });
+    const [statementsBefore, commandsBefore] = [await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl)];
+    const full = await measured(service.proc.child.pid!, env.databaseName, { url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
+    const [statementsAfter, commandsAfter] = [await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl)];
     await service.proc.stop();
 
-    const base = summary('baseline (parse + 1 INSERT)', baseResult!);
-    const full = summary('full submission path', fullResult);
-    console.table([base, full]);
-    console.log(`ratio full/baseline throughput: ${(full.reqPerSec / base.reqPerSec * 100).toFixed(1)}%  (goal ≥ 50%)`);
-    console.log(`full path p99: ${full.p99ms} ms  (goal < 50 ms)`);
-    if (full.non2xx) console.log(`note: ${full.non2xx} non-2xx answers in the full path`);
+    const bareRow = summary('bare stack (parse + 1 INSERT)', bare!.result);
+    const fullRow = summary(`service (${ENTRY === 'src/api.js' ? 'API only' : 'API + workers'}, ${ORGS} org${ORGS === 1 ? '' : 's'})`, full.result);
+    console.table([bareRow, fullRow]);
+    console.table(cpuTable(bare!.cpu, bareRow.accepted, full.cpu, fullRow.accepted));
+    const serving = (c: CpuUse) => c.node + c.postgres + c.redis;
+    const ratio = (a: number, b: number) => `${((b / fullRow.accepted) / (a / bareRow.accepted)).toFixed(2)}x`;
+    console.log(`service/bare CPU per submission: whole machine ${ratio(bare!.cpu.machine, full.cpu.machine)}, `
+      + `node + postgres + redis ${ratio(serving(bare!.cpu), serving(full.cpu))}  (goal ≤ 2x)`);
+    console.log(`service throughput ${(fullRow.reqPerSec / bareRow.reqPerSec * 100).toFixed(1)}% of the bare stack's; `
+      + `p99 ${fullRow.p99ms} ms (goal ≤ 25 ms); non-2xx ${fullRow.non2xx} (goal 0)`);
+
+    const statements = topStatements(statementsBefore, statementsAfter, fullRow.accepted);
+    if (!statements) {
+      console.log(`pg_stat_statements: not available (${statementsAfter.why ?? statementsBefore.why}); `
+        + 'load it with shared_preload_libraries and `create extension pg_stat_statements` in the admin database to see statements');
+    } else {
+      console.log(`PostgreSQL, service phase: ${statements.callsPerSub} statements and ${statements.execMsPerSub} ms of execution per submission; top by total execution time:`);
+      console.table(statements.top);
+    }
+    console.log('Redis INFO commandstats, service phase, per submission (every client of this Redis, not only the bench):');
+    console.table(commandsPerSubmission(commandsBefore, commandsAfter, fullRow.accepted).slice(0, 15));
   } finally {
     await env.cleanup();
   }

@@ -15,6 +15,8 @@ export function benchEnvironment(label: string) {
   dbUrl.pathname = `/formservice_bench_${runId}`;
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   return {
+    adminUrl,
+    databaseName: `formservice_bench_${runId}`,
     databaseUrl: dbUrl.toString(),
     redisUrl,
     queuePrefix: `fsbench${runId}`,

@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { createLogger, jobLogger } from '../../src/lib/logger';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
@@ -102,6 +105,26 @@ describe('structured logs', () => {
     const [line] = jobLogs.lines();
     expect(line).to.deep.include({ msg: 'delivering', queue: 'webhooks', job: 'deliver', jobId: 'deliver-dlv_1', attempt: 3 });
     expect(jobLogs.text()).to.not.include(injectedSecret);
+  });
+
+  it('writes stdout lines in blocks, not one write per line, and loses none at exit', async () => {
+    // 200 request-sized lines, each logged in its own turn of the event loop, counting fs.write calls.
+    const script = `
+      const fs = require('node:fs');
+      let writes = 0;
+      const write = fs.write;
+      fs.write = function (...args) { writes++; return write.apply(this, args); };
+      const { createLogger } = require(${JSON.stringify(path.resolve(__dirname, '../../src/lib/logger.js'))});
+      const logger = createLogger('info');
+      let n = 0;
+      (function next() {
+        if (n === 200) return process.stderr.write(String(writes)); // then exits with lines still buffered
+        logger.info({ reqId: 'r' + n++, method: 'POST', route: '/v1/forms/:formId/submissions', status: 201, durationMs: 3 }, 'request');
+        setImmediate(next);
+      })();`;
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['-e', script]);
+    expect(stdout.trim().split('\n').map((line) => JSON.parse(line).reqId)).to.deep.equal(Array.from({ length: 200 }, (_, i) => `r${i}`));
+    expect(Number(stderr)).to.be.within(1, 20);
   });
 
   it('redacts credentials and values a log call passes by mistake, at the top level or one level down', () => {

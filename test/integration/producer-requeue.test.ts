@@ -51,4 +51,22 @@ describe('Producer.requeue: one job per owed row, whatever the queue remembers',
       await worker.close();
     }
   });
+
+  it('addSoon: a job alone in its tick is a plain add, jobs of one tick share one addBulk', async () => {
+    const queue = producer.queue('submissions');
+    const calls: string[] = [];
+    const [add, addBulk] = [queue.add.bind(queue), queue.addBulk.bind(queue)];
+    queue.add = ((...args: Parameters<typeof queue.add>) => { calls.push('add'); return add(...args); }) as typeof queue.add;
+    queue.addBulk = ((jobs: Parameters<typeof queue.addBulk>[0]) => { calls.push(`addBulk ${jobs.length}`); return addBulk(jobs); }) as typeof queue.addBulk;
+    try {
+      await producer.addSoon('submissions', 'fanout', { submissionId: 'sub_alone', outboxId: '1' });
+      await Promise.all([2, 3, 4].map((n) => producer.addSoon('submissions', 'fanout', { submissionId: `sub_${n}`, outboxId: String(n) })));
+    } finally {
+      Object.assign(queue, { add, addBulk });
+    }
+    expect(calls).to.deep.equal(['add', 'addBulk 3']);
+    const jobs = await Promise.all(['sub_alone', 'sub_2', 'sub_3', 'sub_4'].map((id) => queue.getJob(`fanout-${id}`)));
+    expect(jobs.map((job) => job?.data.submissionId)).to.deep.equal(['sub_alone', 'sub_2', 'sub_3', 'sub_4']);
+    expect(jobs[0]!.opts.attempts).to.equal(jobs[1]!.opts.attempts);
+  });
 });

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import IORedis from 'ioredis';
+import { RateLimiter } from '../../src/domain/quotas/rate-limiter';
 import { call, createKey, createTenant, startTestApp, type TestApp } from '../support/harness';
 import { spawnApi, type ServiceProcess } from '../support/processes';
 
@@ -67,5 +69,44 @@ describe('rate limits per key', () => {
       const remaining = results.filter((r) => r.status === 200).map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y);
       expect(remaining).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
+  });
+
+  it('sends the hits of one event-loop turn to Redis as one command, each with its own exact count', async () => {
+    const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    try {
+      const limiter = new RateLimiter(redis);
+      await limiter.hit(`batch-test-warm-${Date.now()}`, 1); // loads the script
+      const sent: string[] = [];
+      const sendCommand = redis.sendCommand.bind(redis);
+      redis.sendCommand = ((command: any, ...rest: any[]) => {
+        sent.push(command.name);
+        return (sendCommand as any)(command, ...rest);
+      }) as typeof redis.sendCommand;
+      const bucket = `batch-test-${Date.now()}-${Math.random()}`;
+      const other = `${bucket}-other`;
+      const decisions = await Promise.all(Array.from({ length: 40 }, (_, i) => limiter.hit(i % 4 ? bucket : other, 20)));
+      expect(sent).to.deep.equal(['evalsha']);
+      const mine = decisions.filter((_, i) => i % 4);
+      expect(mine.filter((d) => d.allowed)).to.have.length(20);
+      expect(mine.map((d) => d.remaining)).to.deep.equal([...Array.from({ length: 20 }, (_, i) => 19 - i), ...Array(10).fill(0)]);
+      expect(decisions.filter((_, i) => !(i % 4)).map((d) => d.remaining)).to.deep.equal([19, 18, 17, 16, 15, 14, 13, 12, 11, 10]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it('counts a whole batch in this process when Redis does not answer, each hit still its own count', async () => {
+    // Nothing listens on port 1: the client refuses commands at once (no offline queue).
+    const redis = new IORedis('redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+    try {
+      let fallbacks = 0;
+      const limiter = new RateLimiter(redis, () => { fallbacks++; });
+      const decisions = await Promise.all(Array.from({ length: 12 }, () => limiter.hit('down-batch', 10)));
+      expect(decisions.map((d) => d.remaining)).to.deep.equal([9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0]);
+      expect(decisions.filter((d) => !d.allowed)).to.have.length(2);
+      expect(fallbacks).to.equal(12);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { isSealed, seal, unseal } from '../../src/lib/crypto';
+import { isSealed, seal, sha256Hex, unseal } from '../../src/lib/crypto';
 
 describe('sealed values', () => {
   const [a, b, c] = [randomBytes(32), randomBytes(32), randomBytes(32)];
@@ -24,5 +24,12 @@ describe('sealed values', () => {
     const tampered = sealed.slice(0, -4) + (sealed.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     expect(() => unseal(tampered, a)).to.throw();
     expect(() => unseal('plain text', a)).to.throw('not a sealed value');
+  });
+});
+
+describe('sha256Hex', () => {
+  it('is SHA-256 in hex, UTF-8 encoded', () => {
+    expect(sha256Hex('abc')).to.equal('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(sha256Hex('é')).to.equal('4a99557e4033c3539de2eb65472017cad5f9557f7a0625a09f1c3f6e2ba69c4c');
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { newId, newTimeOrderedId, timeOfId } from '../../src/lib/ids';
+import { newId, newTimeOrderedId, randomBase62, timeOfId } from '../../src/lib/ids';
 import { retentionCutoff } from '../../src/domain/submissions/partitions';
 
 describe('ids', () => {
@@ -16,6 +16,16 @@ describe('ids', () => {
     const at = new Date();
     const ids = new Set(Array.from({ length: 1000 }, () => newTimeOrderedId('sub', at)));
     expect(ids.size).to.equal(1000);
+  });
+
+  it('draws every character uniformly from the base62 alphabet, across refills of the random pool', () => {
+    const counts = new Map<string, number>();
+    // 20,000 ids of 20 characters use ~100 refills of the 4 KiB pool.
+    for (let i = 0; i < 20_000; i++) for (const c of randomBase62(20)) counts.set(c, (counts.get(c) ?? 0) + 1);
+    expect(counts.size).to.equal(62);
+    const expected = (20_000 * 20) / 62;
+    for (const n of counts.values()) expect(Math.abs(n - expected) / expected).to.be.lessThan(0.1);
+    expect(new Set(Array.from({ length: 10_000 }, () => newId('sub'))).size).to.equal(10_000);
   });
 
   it('keeps the current month and the retention months before it', () => {

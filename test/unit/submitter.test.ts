@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { Field, FieldType } from '../../src/domain/forms/types';
+import { submitterErrors } from '../../src/domain/submissions/create-submission';
 import { submitterDetailsToStore } from '../../src/domain/submissions/submitter';
 import { submitterDetails } from '../../src/public/browser/values';
 
@@ -53,5 +54,26 @@ describe('submitter details and sensitive fields', () => {
       expect(store({ private_email: 'grace@example.com' }, null, 'Grace@Example.com').submitterEmail).to.equal(null);
       expect(store({ private_email: 'grace@example.com' }, null, 'ada@example.com').submitterEmail).to.equal('ada@example.com');
     });
+  });
+});
+
+describe('submitterEmail and submitterName checks', () => {
+  it('accept absent, null and valid values', () => {
+    expect(submitterErrors(undefined, undefined)).to.deep.equal([]);
+    expect(submitterErrors(null, null)).to.deep.equal([]);
+    expect(submitterErrors('ada@example.com', 'Ada Lovelace')).to.deep.equal([]);
+  });
+
+  it('report every problem of both, email first, named by property', () => {
+    expect(submitterErrors(`${'x'.repeat(330)}@a.com`, 'x'.repeat(501))).to.deep.equal([
+      { field: 'submitterEmail', message: 'submitterEmail must be a valid email' },
+      { field: 'submitterEmail', message: 'submitterEmail length must be less than or equal to 320 characters long' },
+      { field: 'submitterName', message: 'submitterName length must be less than or equal to 500 characters long' },
+    ]);
+    expect(submitterErrors('', 3)).to.deep.equal([
+      { field: 'submitterEmail', message: 'submitterEmail is not allowed to be empty' },
+      { field: 'submitterName', message: 'submitterName must be a string' },
+    ]);
+    expect(submitterErrors('nope', undefined)).to.deep.equal([{ field: 'submitterEmail', message: 'submitterEmail must be a valid email' }]);
   });
 });

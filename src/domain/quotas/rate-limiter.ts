@@ -10,10 +10,15 @@ export interface RateDecision {
   retryAfter: number;
 }
 
+/** One INCR per key (KEYS[i], expiring after ARGV[i] ms when new): the counts, in key order. */
 const INCREMENT_SCRIPT = `
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return n`;
+local counts = {}
+for i = 1, #KEYS do
+  local n = redis.call('INCR', KEYS[i])
+  if n == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[i]) end
+  counts[i] = n
+end
+return counts`;
 
 export function decide(count: number, limit: number, windowEndMs: number, nowMs: number): RateDecision {
   const retryAfter = Math.max(1, Math.ceil((windowEndMs - nowMs) / 1000));
@@ -26,17 +31,32 @@ export function decide(count: number, limit: number, windowEndMs: number, nowMs:
   };
 }
 
+/** Keeps one script run (which blocks Redis meanwhile) short. */
+const MAX_HITS_PER_CALL = 256;
+
+interface PendingHit {
+  key: string;
+  ttlMs: number;
+  resolve(count: number): void;
+  reject(err: unknown): void;
+}
+
 /**
  * Fixed-window counter per bucket, atomic in Redis so any number of API processes share one budget.
- * When Redis does not answer, each process falls back to counting in its own memory so requests
- * are still served (and still limited) without waiting on Redis.
+ * The hits that arrive during one turn of the event loop go to Redis together, as one script call
+ * (one write, one command for Redis to run) instead of one round trip each; every hit still gets
+ * its own count from Redis, so limits and remaining counts stay exact across processes. On a
+ * Cluster, whose keys of one call must share a slot, each hit is its own call. When Redis does not
+ * answer, each process falls back to counting in its own memory so requests are still served (and
+ * still limited) without waiting on Redis.
  */
 export class RateLimiter {
   private readonly local = new Map<string, number>();
   private localWindow = -1;
+  private pending: PendingHit[] = [];
 
   constructor(private readonly redis: Redis, private readonly onFallback: (err: unknown) => void = () => {}) {
-    redis.defineCommand('formserviceRateHit', { numberOfKeys: 1, lua: INCREMENT_SCRIPT });
+    redis.defineCommand('formserviceRateHits', { lua: INCREMENT_SCRIPT });
   }
 
   async hit(bucket: string, limit: number, windowMs = 60_000, nowMs = Date.now()): Promise<RateDecision> {
@@ -45,12 +65,35 @@ export class RateLimiter {
     const key = `rl:${bucket}:${windowMs}:${window}`;
     let count: number;
     try {
-      count = await (this.redis as any).formserviceRateHit(key, windowMs + 1000);
+      count = await this.increment(key, windowMs + 1000);
     } catch (err) {
       this.onFallback(err);
       count = this.hitLocally(key, window);
     }
     return decide(count, limit, windowEnd, nowMs);
+  }
+
+  private increment(key: string, ttlMs: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      if (this.pending.push({ key, ttlMs, resolve, reject }) === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    const batch = this.pending;
+    this.pending = [];
+    const size = (this.redis as { isCluster?: boolean }).isCluster ? 1 : MAX_HITS_PER_CALL;
+    const groups: PendingHit[][] = [];
+    for (let i = 0; i < batch.length; i += size) groups.push(batch.slice(i, i + size));
+    for (const group of groups) {
+      const fail = (err: unknown) => group.forEach((hit) => hit.reject(err));
+      try {
+        (this.redis as any).formserviceRateHits(group.length, ...group.map((h) => h.key), ...group.map((h) => h.ttlMs))
+          .then((counts: number[]) => group.forEach((hit, i) => hit.resolve(counts[i])), fail);
+      } catch (err) {
+        fail(err);
+      }
+    }
   }
 
   private hitLocally(key: string, window: number): number {

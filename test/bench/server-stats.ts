@@ -1,0 +1,80 @@
+import IORedis from 'ioredis';
+import { Client } from 'pg';
+
+// What PostgreSQL (pg_stat_statements) and Redis (INFO commandstats) did during a bench phase,
+// from snapshots before and after it: nothing is reset, so other users of the servers are not
+// disturbed (Redis counts their commands too; PostgreSQL's are filtered to the bench database).
+
+interface StatementStats { query: string; calls: number; totalMs: number; rows: number }
+
+export interface StatementSnapshot {
+  /** null when pg_stat_statements is not loaded or not created in the admin database. */
+  byQuery: Map<string, StatementStats> | null;
+  why?: string;
+}
+
+/** pg_stat_statements of one database, read through the admin database where the extension lives. */
+export async function snapshotStatements(adminUrl: string, database: string): Promise<StatementSnapshot> {
+  const client = new Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      `select s.queryid::text as id, s.query, s.calls::float8 as calls, s.total_exec_time as total_ms, s.rows::float8 as rows
+         from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = $1`, [database]);
+    return { byQuery: new Map(rows.map((r) => [r.id, { query: r.query, calls: r.calls, totalMs: r.total_ms, rows: r.rows }])) };
+  } catch (err: any) {
+    return { byQuery: null, why: err.message };
+  } finally {
+    await client.end();
+  }
+}
+
+/** The statements that took most execution time between two snapshots, per submission. */
+export function topStatements(before: StatementSnapshot, after: StatementSnapshot, submissions: number, top = 8) {
+  if (!before.byQuery || !after.byQuery) return null;
+  const rows = [...after.byQuery].map(([id, s]) => {
+    const prior = before.byQuery!.get(id);
+    return { query: s.query, calls: s.calls - (prior?.calls ?? 0), totalMs: s.totalMs - (prior?.totalMs ?? 0) };
+  }).filter((s) => s.calls > 0).sort((a, b) => b.totalMs - a.totalMs);
+  const total = rows.reduce((sum, s) => sum + s.totalMs, 0);
+  return {
+    execMsPerSub: Number((total / submissions).toFixed(3)),
+    callsPerSub: Number((rows.reduce((sum, s) => sum + s.calls, 0) / submissions).toFixed(3)),
+    top: rows.slice(0, top).map((s) => ({
+      statement: s.query.replace(/\s+/g, ' ').slice(0, 90),
+      callsPerSub: Number((s.calls / submissions).toFixed(3)),
+      execMsPerSub: Number((s.totalMs / submissions).toFixed(4)),
+      msPerCall: Number((s.totalMs / s.calls).toFixed(3)),
+    })),
+  };
+}
+
+export type CommandStats = Map<string, { calls: number; usec: number }>;
+
+/** INFO commandstats of the Redis the bench uses (every client's commands, not just ours). */
+export async function snapshotCommands(redisUrl: string): Promise<CommandStats> {
+  const redis = new IORedis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    const info = await redis.info('commandstats');
+    const stats: CommandStats = new Map();
+    for (const line of info.split('\n')) {
+      const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
+      if (m) stats.set(m[1], { calls: Number(m[2]), usec: Number(m[3]) });
+    }
+    return stats;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export function commandsPerSubmission(before: CommandStats, after: CommandStats, submissions: number) {
+  return [...after].map(([command, s]) => {
+    const prior = before.get(command);
+    return { command, calls: s.calls - (prior?.calls ?? 0), usec: s.usec - (prior?.usec ?? 0) };
+  }).filter((c) => c.calls > 0).sort((a, b) => b.calls - a.calls).map((c) => ({
+    command: c.command,
+    callsPerSub: Number((c.calls / submissions).toFixed(3)),
+    usecPerSub: Number((c.usec / submissions).toFixed(2)),
+  }));
+}
