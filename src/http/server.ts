@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import restify, { type Request, type Response, type Server } from 'restify';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
-import { bodyReader } from './body-reader';
 import { ApiError, errors, unexpectedError } from './errors';
 import { extractApiKey } from '../domain/auth/api-keys';
 import { admitKey, describeError } from './pipeline';
@@ -115,7 +114,7 @@ export function createHttpServer(app: AppContext): HttpServer {
   });
   server.use(restify.plugins.queryParser({ mapParams: false }));
   server.use(guardRequestBody);
-  server.use(bodyReader(MAX_BODY_BYTES));
+  server.use(restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }));
 
   registerOpsRoutes(server, app, lifecycle);
   registerAdminRoutes(server, app);
