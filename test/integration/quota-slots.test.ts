@@ -70,7 +70,7 @@ describe('monthly quota in slots', () => {
   }
 
   it('stores exactly the quota, never more, under concurrent singles and batches across connections', async () => {
-    for (const quota of [5, 37]) { // fewer than the slots, and several per slot with a remainder
+    for (const quota of [0, 5, 37]) { // none, fewer than the slots, and several per slot with a remainder
       const { tenant, form } = await tenantWithForm(quota);
       const { created, refused } = await storm(tenant, form.id, 60, 12, `q${quota}`);
       expect(created).to.equal(quota);
