@@ -57,7 +57,8 @@ const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_
  * (batches, the decisive path, splitQuotaSlots), which keeps them free of deadlocks.
  *
  * `split_quota` is the quota the allowances were split for: a statement uses a slot only while it
- * equals the organization's quota as the statement sees it. A month without slots, or a quota
+ * equals the organization's quota as the statement sees it (a split rewrites all of a month's slots
+ * in one statement, so a snapshot sees them all split for the same quota). A month without slots, or a quota
  * changed since the split (a plan change, an admin's --monthly-quota), makes the caller split the
  * month afresh (splitQuotaSlots) and try again: a lowered quota never lets a statement that saw it
  * count beyond it.
@@ -108,24 +109,30 @@ with p as (
 ), gate as (
   select 1 from p where p.idem_token is null
   union all select 1 from idem_held
-), ${QUOTA_AND_FORM_SQL}, free_slot as materialized (
-  select s.slot from usage_counter_slots s, p, org, form_ok, gate, slots_state
+), ${QUOTA_AND_FORM_SQL}, own_slot as materialized (
+  select s.slot from usage_counter_slots s, p, org, form_ok, gate
+   where s.organization_id = p.org and s.month = p.month and s.slot = pg_backend_pid() % ${QUOTA_SLOTS}
+     and s.used < s.allowance and s.split_quota = org.quota and not p.decisive
+   for update of s skip locked
+), free_slot as materialized (
+  select s.slot from usage_counter_slots s, p, org, form_ok, gate
    where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
-     and slots_state.ready and not p.decisive
+     and not p.decisive and not exists (select from own_slot)
    order by ${OWN_SLOT_ORDER}
    limit 1
    for update of s skip locked
 ), first_slot as materialized (
-  select s.slot from usage_counter_slots s, p, org, form_ok, gate, slots_state
+  select s.slot from usage_counter_slots s, p, org, form_ok, gate
    where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
-     and slots_state.ready and p.decisive
+     and p.decisive
    order by s.slot
    limit 1
    for update of s
 ), quota as (
   update usage_counter_slots u set used = u.used + 1
-    from p, (select slot from free_slot union all select slot from first_slot) c
-   where u.organization_id = p.org and u.month = p.month and u.slot = c.slot and u.used < u.allowance
+    from p
+   where u.organization_id = p.org and u.month = p.month and u.used < u.allowance
+     and u.slot = (select slot from own_slot union all select slot from free_slot union all select slot from first_slot)
   returning u.used
 ), sub as (
   insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
@@ -151,8 +158,8 @@ with p as (
 select (select count(*) from form_ok)::int as form_ok,
        (select count(*) from gate)::int as idem_held,
        (select count(*) from quota)::int as quota_ok,
-       (select ready from slots_state) as slots_ready,
-       (select room from slots_state) as slots_room,
+       case when not exists (select from quota) then (select ready from slots_state) end as slots_ready,
+       case when not exists (select from quota) then (select room from slots_state) end as slots_room,
        (select id from outbox_row)::text as outbox_id,
        (select count(*) from claim)::int as claimed,
        (select count(*) from idem)::int as idem`;
