@@ -11,6 +11,8 @@ import { Migration20261123000200_durability } from './migrations/Migration202611
 import { Migration20261123000300_webhooks } from './migrations/Migration20261123000300_webhooks';
 import { Migration20261123000400_bulk } from './migrations/Migration20261123000400_bulk';
 import { Migration20261123000500_partitions } from './migrations/Migration20261123000500_partitions';
+import { Migration20261123001000_counter_slots } from './migrations/Migration20261123001000_counter_slots';
+import { Migration20261123001100_change_feed_xid } from './migrations/Migration20261123001100_change_feed_xid';
 import { Migration20261123003000_hot_path_indexes } from './migrations/Migration20261123003000_hot_path_indexes';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
@@ -23,6 +25,8 @@ const MIGRATIONS = [
   { name: 'Migration20261123000300_webhooks', class: Migration20261123000300_webhooks },
   { name: 'Migration20261123000400_bulk', class: Migration20261123000400_bulk },
   { name: 'Migration20261123000500_partitions', class: Migration20261123000500_partitions },
+  { name: 'Migration20261123001000_counter_slots', class: Migration20261123001000_counter_slots },
+  { name: 'Migration20261123001100_change_feed_xid', class: Migration20261123001100_change_feed_xid },
   { name: 'Migration20261123003000_hot_path_indexes', class: Migration20261123003000_hot_path_indexes },
 ];
 

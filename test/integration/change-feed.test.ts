@@ -2,9 +2,10 @@ import { expect } from 'chai';
 import { Client } from 'pg';
 import { decodeCursor, encodeCursor, purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/read-service';
-import { INSERT_SUBMISSION_SQL, insertSubmissionValues, type SubmissionRow } from '../../src/domain/submissions/store';
+import { INSERT_SUBMISSION_SQL, insertSubmissionValues, splitQuotaSlots, type SubmissionRow } from '../../src/domain/submissions/store';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';
+import { feedSettled } from '../support/change-feed';
 import {
   call, createKey, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant,
 } from '../support/harness';
@@ -25,6 +26,8 @@ describe('change feed (GET /v1/submissions/changes)', () => {
       field('fld_name', 'text', 'Name', { order: 0 }),
       field('fld_secret', 'name', 'Secret', { order: 1, config: { sensitive: true } }),
     ]);
+    // The tests below also store submissions with the bare statement, which counts only in split slots.
+    await splitQuotaSlots(t.app.orm.em.fork(), tenant.organizationId, quotaMonth(new Date()));
   });
   after(async () => t.close());
 
@@ -54,6 +57,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     const b = await submit({ data: { fld_name: 'B' } }, ownForm.id, own.key);
     const c = await submit({ data: { fld_name: 'C' } }, ownForm.id, own.key);
     expect((await call(t.url, 'DELETE', `/v1/submissions/${b.id}`, { key: own.key })).status).to.equal(204);
+    await feedSettled();
 
     const first = await feed('?limit=2', own.key);
     expect(first.status).to.equal(200);
@@ -79,6 +83,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     expect(empty.body).to.deep.equal({ changes: [], nextCursor: second.body.nextCursor, hasMore: false });
 
     const d = await submit({ data: { fld_name: 'D' } }, ownForm.id, own.key);
+    await feedSettled();
     const next = await feed(`?after=${second.body.nextCursor}`, own.key);
     expect(next.body.changes.map((ch: any) => ch.submissionId)).to.deep.equal([d.id]);
     expect(next.body.nextCursor).to.not.equal(second.body.nextCursor);
@@ -87,6 +92,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
   it('shows sensitive values as Redacted', async () => {
     const { cursor } = await drain(null);
     await submit({ data: { fld_name: 'Ada', fld_secret: { format: 'full', fullName: 'Ada Lovelace' } } });
+    await feedSettled();
     const { changes } = await drain(cursor);
     expect(changes).to.have.length(1);
     expect(changes[0].submission.data).to.deep.equal({ fld_name: 'Ada', fld_secret: 'Redacted' });
@@ -100,6 +106,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     const mine = await submit({ data: { fld_name: 'mine' } }, secondForm.id);
     await submit({ data: { fld_name: 'first form' } });
     await submit({ data: { fld_name: 'theirs' } }, otherForm.id, other.key);
+    await feedSettled();
 
     const filtered = await drain(cursor, `&formId=${secondForm.id}`);
     expect(filtered.changes.map((ch: any) => ch.submissionId)).to.deep.equal([mine.id]);
@@ -119,7 +126,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
       expect(res.status, query).to.equal(400);
       expect(res.body.error, query).to.equal('validation_error');
     }
-    expect(decodeCursor(encodeCursor('42'))).to.equal('42');
+    expect(decodeCursor(encodeCursor({ xid: '7', position: '42' }))).to.deep.equal({ xid: '7', position: '42' });
     const formsOnly = await createKey(t.app, tenant.organizationId, ['forms:read']);
     const forbidden = await feed('', formsOnly);
     expect(forbidden.status).to.equal(403);
@@ -128,30 +135,34 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     expect((await feed('', readOnly)).status).to.equal(200);
   });
 
-  it('a transaction that began earlier and commits later is listed before the later ones, never skipped', async () => {
-    const { cursor } = await drain(null);
+  /** A submission row of the tenant's form, for statements run on a bare client. */
+  async function submissionRow(): Promise<SubmissionRow> {
     const cached = (await t.app.formCache.get(form.id, true))!;
-    const row = (): SubmissionRow => {
-      const createdAt = new Date();
-      return {
-        id: newId('sub'), organizationId: tenant.organizationId, formId: form.id, formUpdatedAt: cached.updatedAt,
-        month: quotaMonth(createdAt), data: { fld_name: 'x' }, submitterEmail: null, submitterName: null, source: 'api',
-        createdAt, paymentIntentId: null, idempotency: null,
-      };
+    const createdAt = new Date();
+    return {
+      id: newId('sub'), organizationId: tenant.organizationId, formId: form.id, formUpdatedAt: cached.updatedAt,
+      month: quotaMonth(createdAt), data: { fld_name: 'x' }, submitterEmail: null, submitterName: null, source: 'api',
+      createdAt, paymentIntentId: null, idempotency: null,
     };
+  }
+
+  it('a transaction that wrote earlier and commits later holds back the later ones (which commit meanwhile) and is listed first, never skipped', async () => {
+    await feedSettled();
+    const { cursor } = await drain(null);
     const early = new Client({ connectionString: process.env.DATABASE_URL });
     const late = new Client({ connectionString: process.env.DATABASE_URL });
     await Promise.all([early.connect(), late.connect()]);
     try {
-      const earlyRow = row();
-      const lateRow = row();
+      const earlyRow = await submissionRow();
+      const lateRow = await submissionRow();
       await early.query('begin');
       await early.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(earlyRow));
-      const lateDone = late.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(lateRow));
-      await sleep(200);
-      expect((await drain(cursor)).changes, 'nothing committed yet').to.deep.equal([]);
+      // Writers of one organization no longer wait for each other: the later one commits first.
+      const [stored] = (await late.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(lateRow))).rows;
+      expect(stored.quota_ok).to.equal(1);
+      expect((await drain(cursor)).changes, 'the committed later change waits for the earlier transaction').to.deep.equal([]);
       await early.query('commit');
-      await lateDone;
+      await feedSettled();
       const { changes } = await drain(cursor);
       expect(changes.map((ch: any) => ch.submissionId)).to.deep.equal([earlyRow.id, lateRow.id]);
     } finally {
@@ -159,8 +170,55 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     }
   });
 
+  it('is only held back, never broken, by a long-open transaction elsewhere; a rolled-back writer leaves no change', async () => {
+    await feedSettled();
+    const { cursor } = await drain(null);
+    const unrelated = new Client({ connectionString: process.env.DATABASE_URL });
+    const doomed = new Client({ connectionString: process.env.DATABASE_URL });
+    await Promise.all([unrelated.connect(), doomed.connect()]);
+    try {
+      await unrelated.query('begin');
+      await unrelated.query('select pg_current_xact_id()'); // as any transaction that wrote
+      const doomedRow = await submissionRow();
+      await doomed.query('begin');
+      await doomed.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(doomedRow));
+      const a = await submit({ data: { fld_name: 'while held back' } });
+      const held = await feed(`?after=${cursor}`);
+      expect(held.body).to.deep.equal({ changes: [], nextCursor: cursor, hasMore: false });
+      await doomed.query('rollback');
+      expect((await drain(cursor)).changes, 'still held back by the unrelated transaction').to.deep.equal([]);
+      await unrelated.query('commit');
+      await feedSettled();
+      const { changes, cursor: after } = await drain(cursor);
+      expect(changes.map((ch: any) => ch.submissionId)).to.deep.equal([a.id]);
+      const b = await submit({ data: { fld_name: 'after' } });
+      await feedSettled();
+      expect((await drain(after)).changes.map((ch: any) => ch.submissionId)).to.deep.equal([b.id]);
+    } finally {
+      await Promise.all([unrelated.end(), doomed.end()]);
+    }
+  });
+
+  it('continues a c1 cursor (issued before changes kept their transaction id) exactly where it was', async () => {
+    const own = await createTenant(t.app);
+    const ownForm = await createPublishedForm(t.url, own.key, [field('fld_name', 'text', 'Name', { order: 0 })]);
+    const before = [];
+    for (const name of ['a', 'b', 'c']) before.push(await submit({ data: { fld_name: name } }, ownForm.id, own.key));
+    // As the upgrade left them: the rows written before it have transaction id 0.
+    const em = t.app.orm.em.fork();
+    await em.getConnection().execute(`update submission_changes set xid = '0' where organization_id = ?`, [own.organizationId]);
+    const [{ position }] = await em.getConnection().execute(
+      'select position::text as position from submission_changes where submission_id = ?', [before[0].id]);
+    const after = await submit({ data: { fld_name: 'd' } }, ownForm.id, own.key);
+    await feedSettled();
+    const c1 = Buffer.from(`c1:${position}`).toString('base64url');
+    const { changes } = await drain(c1, '', own.key, 1);
+    expect(changes.map((ch: any) => ch.submissionId)).to.deep.equal([before[1].id, before[2].id, after.id]);
+  });
+
   it('is exact under concurrent writers and deleters: every committed change once, in each writer\'s commit order', async function () {
     this.timeout(40_000);
+    await feedSettled();
     const start = (await drain(null)).cursor;
     const cached = (await t.app.formCache.get(form.id, true))!;
     const WRITERS = 6;
@@ -211,6 +269,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
       let cursor = start;
       for (;;) {
         const stillWriting = writing;
+        if (!stillWriting) await feedSettled();
         const page = await drain(cursor, '', tenant.key, 7);
         seen.push(...page.changes.map((ch: any) => `${ch.type.slice('submission.'.length)} ${ch.submissionId}`));
         cursor = page.cursor;

@@ -47,10 +47,10 @@ describe('database outage', function () {
     const direct = new Client({ connectionString: process.env.DATABASE_URL });
     await direct.connect();
     try {
-      // Another session holds this month's usage counter of the organization, which every submission updates.
+      // Another session holds every slot of this month's usage counter of the organization, one of which every submission updates.
       await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_a: 'x' } } });
       await direct.query('begin');
-      await direct.query('select 1 from usage_counters where organization_id = $1 for update', [tenant.organizationId]);
+      await direct.query('select 1 from usage_counter_slots where organization_id = $1 for update', [tenant.organizationId]);
       const started = Date.now();
       const res = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_a: 'x' } } });
       expect(Date.now() - started).to.be.lessThan(5_000);

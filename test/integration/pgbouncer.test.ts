@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { feedSettled } from '../support/change-feed';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { pgBouncerBinary, startPgBouncer, type RunningPgBouncer } from '../support/pgbouncer';
 
@@ -84,6 +85,7 @@ describe('through PgBouncer in transaction pooling mode', function () {
     })));
     const ids = batches.flatMap((b) => b.body.results.map((r: any) => r.submission.id));
     expect(ids).to.have.length(200);
+    await feedSettled();
     const feed = await call(t.url, 'GET', `/v1/submissions/changes?formId=${bulkForm.id}&limit=1000`, { key: tenant.key });
     expect(feed.body.changes.map((c: any) => c.submissionId).sort()).to.deep.equal([...ids].sort());
     const exported = await call(t.url, 'GET', `/v1/forms/${bulkForm.id}/submissions/export?format=ndjson`, { key: tenant.key });

@@ -6,24 +6,38 @@ import { csvHeader, csvRecord, neutralizeFormula } from '../../src/domain/submis
 import type { Field } from '../../src/domain/forms/types';
 
 describe('change feed cursors', () => {
-  it('decode what they encode, for any position', () => {
-    fc.assert(fc.property(fc.bigInt({ min: 0n, max: 9_223_372_036_854_775_807n }), (position) => {
-      expect(decodeCursor(encodeCursor(String(position)))).to.equal(String(position));
-    }));
+  it('decode what they encode, for any transaction id and position', () => {
+    fc.assert(fc.property(
+      fc.bigInt({ min: 0n, max: 18_446_744_073_709_551_615n }), fc.bigInt({ min: 0n, max: 9_223_372_036_854_775_807n }),
+      (xid, position) => {
+        const at = { xid: String(xid), position: String(position) };
+        expect(decodeCursor(encodeCursor(at))).to.deep.equal(at);
+      },
+    ));
   });
 
   const b64 = (text: string) => Buffer.from(text).toString('base64url');
+  it('read a c1 cursor (a position before changes kept their transaction id) as that position among the rows of transaction 0', () => {
+    expect(decodeCursor(b64('c1:42'))).to.deep.equal({ xid: '0', position: '42' });
+    expect(decodeCursor(b64('c1:9223372036854775807'))).to.deep.equal({ xid: '0', position: '9223372036854775807' });
+  });
+
   const refused: Array<[string, string]> = [
     ['empty', ''],
     ['not base64url', 'abc+/='],
-    ['another prefix', b64('c2:5')],
+    ['another prefix', b64('c3:1:5')],
+    ['a c2 cursor without a transaction id', b64('c2:5')],
+    ['a c1 cursor with one', b64('c1:1:5')],
     ['no prefix', b64('5')],
     ['a negative position', b64('c1:-5')],
     ['a leading zero', b64('c1:05')],
+    ['a leading zero in the transaction id', b64('c2:07:5')],
     ['past bigint', b64('c1:9223372036854775808')],
+    ['a position past bigint', b64('c2:1:9223372036854775808')],
+    ['a transaction id past xid8', b64('c2:18446744073709551616:5')],
     ['trailing text', b64('c1:5 ')],
     ['a non-canonical encoding', `${b64('c1:5')}A`],
-    ['too long', 'A'.repeat(41)],
+    ['too long', 'A'.repeat(81)],
   ];
   for (const [label, cursor] of refused) {
     it(`refuses ${label}`, () => expect(decodeCursor(cursor)).to.equal(null));

@@ -1,5 +1,5 @@
 import type { Em } from '../../db/orm';
-import type { ChangeType } from './changes';
+import type { ChangeType, FeedPosition } from './changes';
 import { redact } from './read-service';
 
 export interface SubmissionSummary {
@@ -11,7 +11,7 @@ export interface SubmissionSummary {
 }
 
 export interface Change {
-  position: string;
+  at: FeedPosition;
   type: ChangeType;
   submissionId: string;
   formId: string;
@@ -20,22 +20,39 @@ export interface Change {
   submission: SubmissionSummary | null;
 }
 
-/** The organization's changes after `after`, in position (commit) order; `limit + 1` tells whether more follow. */
-export async function readChanges(em: Em, organizationId: string, opts: { after: string; formId: string | null; limit: number })
+/**
+ * The organization's changes after `after`, in (transaction id, position) order; `limit + 1` tells
+ * whether more follow.
+ *
+ * Why transaction ids: a change may commit after one with a higher position, so a reader that
+ * returned every committed change could move its cursor past a place where a change still appears.
+ * Writers take no lock to commit in position order (that would serialize an organization's
+ * submissions); instead each change keeps its writer's transaction id, and a reader returns only
+ * the changes of transactions below its snapshot's xmin, the oldest transaction still running:
+ * every transaction with a lower id has ended, so no change can ever appear at or below a returned
+ * one. The feed is complete and exactly-once. Its order is commit order for transactions that do
+ * not overlap (one commits before the other is given its id, at its first write); of two that do,
+ * the one given its id first is listed first even when it commits later, and nothing of the later
+ * one is listed before the earlier one ends. A long-open transaction that wrote anything (in any
+ * database of the cluster: ids are cluster-wide) holds the feed back, not listing newer changes,
+ * until it ends. On a hot standby the snapshot comes from the primary's WAL, so the same holds.
+ */
+export async function readChanges(em: Em, organizationId: string, opts: { after: FeedPosition; formId: string | null; limit: number })
   : Promise<{ changes: Change[]; hasMore: boolean }> {
   const rows = await em.getConnection().execute(
-    `select c.position::text as position, c.type, c.submission_id, c.form_id, c.occurred_at,
+    `select c.xid::text as xid, c.position::text as position, c.type, c.submission_id, c.form_id, c.occurred_at,
             s.id as live_id, s.submitter_email, s.submitter_name, s.created_at, s.data
        from submission_changes c
        left join submissions s
          on c.type = 'submission.created' and s.id = c.submission_id and s.organization_id = c.organization_id
-      where c.organization_id = ? and c.position > ?::bigint ${opts.formId ? 'and c.form_id = ?' : ''}
-      order by c.position
+      where c.organization_id = ? ${opts.formId ? 'and c.form_id = ?' : ''}
+        and (c.xid, c.position) > (?::xid8, ?::bigint) and c.xid < pg_snapshot_xmin(pg_current_snapshot())
+      order by c.xid, c.position
       limit ?`,
-    [organizationId, opts.after, ...(opts.formId ? [opts.formId] : []), opts.limit + 1],
+    [organizationId, ...(opts.formId ? [opts.formId] : []), opts.after.xid, opts.after.position, opts.limit + 1],
   );
   const changes = rows.slice(0, opts.limit).map((row: any): Change => ({
-    position: row.position,
+    at: { xid: row.xid, position: row.position },
     type: row.type,
     submissionId: row.submission_id,
     formId: row.form_id,

@@ -2,51 +2,56 @@ import type { Em } from '../../db/orm';
 
 export type ChangeType = 'submission.created' | 'submission.deleted';
 
-/** Namespace of the per-organization feed lock among PostgreSQL advisory locks. */
-const FEED_LOCK_CLASS = 15_001;
-
 /**
- * Two CTEs (`<name>_lock`, `<name>`) recording one change per row of `source`, a select yielding
- * `organization_id, form_id, submission_id, occurred_at, seq`, inside the writer's own statement.
- *
- * Why the lock: a reader must never see a change while one with a lower position of the same
- * organization can still commit. Each writer takes its organization's transaction-scoped feed lock
- * before drawing positions and keeps it until commit, so within an organization positions are
- * drawn and committed one transaction after the other: a reader that sees position p sees every
- * lower position of that organization that will ever commit. The positions of one statement
- * follow `seq`.
+ * A CTE named `name` recording one change per row of `source`, a select yielding
+ * `organization_id, form_id, submission_id, occurred_at, seq`, inside the writer's own statement;
+ * the positions of one statement follow `seq`. Each row also keeps the writer's transaction id
+ * (the column's default, pg_current_xact_id()), by which readers order the feed and know which
+ * changes are final (readChanges in change-feed.ts): writers take no lock for the feed, so those of
+ * one organization commit side by side.
  */
 export function recordChangesSql(name: string, type: ChangeType, source: string): string {
-  return `${name}_lock as (
-  select count(pg_advisory_xact_lock(${FEED_LOCK_CLASS}, hashtext(l.organization_id))) as locked
-    from (select distinct organization_id from (${source}) s) l
-), ${name} as (
+  return `${name} as (
   insert into submission_changes (organization_id, form_id, submission_id, type, occurred_at)
   select s.organization_id, s.form_id, s.submission_id, '${type}', s.occurred_at
-    from (${source}) s, ${name}_lock
+    from (${source}) s
    order by s.seq
   returning position
 )`;
 }
 
-/** An opaque feed position: base64url of `c1:<position>`. */
-export function encodeCursor(position: string): string {
-  return Buffer.from(`c1:${position}`, 'utf8').toString('base64url');
+/** A place in the feed: after the change of transaction `xid` at `position` (decimal strings). */
+export interface FeedPosition {
+  xid: string;
+  position: string;
 }
 
-const CURSOR_TEXT = /^c1:(0|[1-9][0-9]{0,18})$/;
+/** An opaque feed position: base64url of `c2:<xid>:<position>`. */
+export function encodeCursor(at: FeedPosition): string {
+  return Buffer.from(`c2:${at.xid}:${at.position}`, 'utf8').toString('base64url');
+}
+
+const DECIMAL = '(0|[1-9][0-9]{0,19})';
+const CURSOR_TEXT = new RegExp(`^(?:c2:${DECIMAL}:${DECIMAL}|c1:${DECIMAL})$`);
+const MAX_XID = 18_446_744_073_709_551_615n;
 const MAX_POSITION = 9_223_372_036_854_775_807n;
 
-/** The position a cursor names, or null when it is not one this service issued. */
-export function decodeCursor(cursor: string): string | null {
-  if (!/^[A-Za-z0-9_-]{1,40}$/.test(cursor)) return null;
+/**
+ * The place a cursor names, or null when it is not one this service issued. A `c1:<position>`
+ * cursor, issued before changes kept their transaction id, names the same place as before: the
+ * changes written since the upgrade all have a higher transaction id than the ones before it (0).
+ */
+export function decodeCursor(cursor: string): FeedPosition | null {
+  if (!/^[A-Za-z0-9_-]{1,80}$/.test(cursor)) return null;
   const text = Buffer.from(cursor, 'base64url').toString('utf8');
   const match = CURSOR_TEXT.exec(text);
-  if (!match || BigInt(match[1]) > MAX_POSITION) return null;
-  return encodeCursor(match[1]) === cursor ? match[1] : null;
+  if (!match) return null;
+  const at = match[3] !== undefined ? { xid: '0', position: match[3] } : { xid: match[1], position: match[2] };
+  if (BigInt(at.xid) > MAX_XID || BigInt(at.position) > MAX_POSITION) return null;
+  return Buffer.from(text, 'utf8').toString('base64url') === cursor ? at : null;
 }
 
-export const START_POSITION = '0';
+export const START_POSITION: FeedPosition = { xid: '0', position: '0' };
 
 export const DEFAULT_CHANGE_RETENTION_DAYS = 30;
 const PURGE_CHUNK = 10_000;

@@ -15,7 +15,11 @@ export class Submission {
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
 }
 
-@Entity({ tableName: 'usage_counters' })
+/**
+ * An organization's submissions counted in a month: a read-only view summing the month's counter
+ * slots (`usage_counter_slots`, written only by the storing statements of submissions/store.ts).
+ */
+@Entity({ tableName: 'usage_counters', readonly: true })
 export class UsageCounter {
   @PrimaryKey({ type: 'string' }) organizationId!: string;
   /** Calendar month in UTC, `YYYY-MM`. */

@@ -3,6 +3,7 @@ import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED } from '../webhooks/event-types';
+import { splitAllowances } from '../quotas/quota';
 import { recordChangesSql } from './changes';
 import type { SubmissionSource } from './entities';
 
@@ -68,13 +69,52 @@ const CREATED_CHANGE_SQL = recordChangesSql('created_change', 'submission.create
 
 const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_LIMITS[p].monthlySubmissions}`).join(' ')} end`;
 
-/** The organization's quota, and whether the form is still the published one that was validated against. */
+/**
+ * Why slots: one counter row per organization and month would be locked by every submission of
+ * the organization from its update until its commit (a WAL flush), so one organization could
+ * never store more than one submission per commit time, whatever the number of API processes.
+ * The month's quota is split instead into QUOTA_SLOTS rows, each with its share of it
+ * (`allowance`, split by splitAllowances, adding up to the quota exactly): a submission counts
+ * itself in one slot with room, under that slot's row lock alone, so submissions on different
+ * connections seldom wait on each other, and the month's total never passes the quota because no
+ * slot passes its allowance (a check constraint besides). Each connection starts from its own slot
+ * (by backend pid) and takes the first slot with room that nobody holds (SKIP LOCKED, so it never
+ * waits there); when that finds none although the month has room, a second statement waits its
+ * turn on the slots in ascending order (`decisive`), so a submission is refused only when every
+ * slot is really full. Slots are locked in ascending order whenever a statement waits on them
+ * (batches, the decisive path, splitQuotaSlots), which keeps them free of deadlocks.
+ *
+ * `split_quota` is the quota the allowances were split for: a statement uses a slot only while it
+ * equals the organization's quota as the statement sees it (a split rewrites all of a month's slots
+ * in one statement, so a snapshot sees them all split for the same quota). A month without slots, or a quota
+ * changed since the split (a plan change, an admin's --monthly-quota), makes the caller split the
+ * month afresh (splitQuotaSlots) and try again: a lowered quota never lets a statement that saw it
+ * count beyond it.
+ */
+export const QUOTA_SLOTS = 16;
+
+/** Where this connection starts looking for a slot with room. */
+const OWN_SLOT_ORDER = `(s.slot - pg_backend_pid() % ${QUOTA_SLOTS} + ${QUOTA_SLOTS}) % ${QUOTA_SLOTS}`;
+
+/**
+ * The organization's quota, whether the form is still the published one that was validated
+ * against, and the month's slots as this statement's snapshot has them: `ready` when they are
+ * split for that quota, `room` left in them.
+ */
 const QUOTA_AND_FORM_SQL = `org as (
   select coalesce(o.monthly_quota, ${PLAN_QUOTA_SQL}) as quota from organizations o, p where o.id = p.org
 ), form_ok as (
   select 1 from forms f, p
    where f.id = p.form and f.organization_id = p.org and f.status = 'published'
      and f.deleted_at is null and f.updated_at = p.form_updated
+), slots as (
+  select s.slot, s.used, s.allowance, s.split_quota is not distinct from org.quota as split_ok
+    from usage_counter_slots s, p, org
+   where s.organization_id = p.org and s.month = p.month
+), slots_state as (
+  select count(*) > 0 and coalesce(bool_and(split_ok), false) as ready,
+         coalesce(sum(allowance - used) filter (where split_ok), 0)::int as room
+    from slots
 )`;
 
 /** The enabled webhooks of the organization subscribed to the created event of the form (or all forms), numbered. */
@@ -98,7 +138,8 @@ with p as (
   select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as id,
          $6::jsonb as data, $7::text as email, $8::text as name, $9::text as source, $10::timestamptz as created,
          $11::text as intent, $12::text as idem_key, $13::text as idem_hash, $14::jsonb as idem_body,
-         $15::text as idem_token, $16::text as event_id, $17::text as event, $18::text[] as dlv_ids, $19::jsonb as syncs
+         $15::text as idem_token, $16::text as event_id, $17::text as event, $18::text[] as dlv_ids, $19::jsonb as syncs,
+         $20::boolean as decisive
 ), idem_held as (
   select 1 from idempotency_keys k, p
    where k.organization_id = p.org and k.key = p.idem_key and k.claim_token = p.idem_token and k.response_status is null
@@ -111,12 +152,31 @@ with p as (
     select 1 from hooks h where h.n > case when p.event is null then 0 else coalesce(cardinality(p.dlv_ids), 0) end)
 ), gate as (
   select 1 from idem_gate, listeners_ok
-), ${QUOTA_AND_FORM_SQL}, quota as (
-  insert into usage_counters as u (organization_id, month, used)
-  select p.org, p.month, 1 from p, org, form_ok, gate where org.quota > 0
-  on conflict (organization_id, month) do update set used = u.used + 1
-   where u.used < (select quota from org)
-  returning used
+), ${QUOTA_AND_FORM_SQL}, own_slot as materialized (
+  select s.slot from usage_counter_slots s, p, org, form_ok, gate
+   where s.organization_id = p.org and s.month = p.month and s.slot = pg_backend_pid() % ${QUOTA_SLOTS}
+     and s.used < s.allowance and s.split_quota = org.quota and not p.decisive
+   for update of s skip locked
+), free_slot as materialized (
+  select s.slot from usage_counter_slots s, p, org, form_ok, gate
+   where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
+     and not p.decisive and not exists (select from own_slot)
+   order by ${OWN_SLOT_ORDER}
+   limit 1
+   for update of s skip locked
+), first_slot as materialized (
+  select s.slot from usage_counter_slots s, p, org, form_ok, gate
+   where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
+     and p.decisive
+   order by s.slot
+   limit 1
+   for update of s
+), quota as (
+  update usage_counter_slots u set used = u.used + 1
+    from p
+   where u.organization_id = p.org and u.month = p.month and u.used < u.allowance
+     and u.slot = (select slot from own_slot union all select slot from free_slot union all select slot from first_slot)
+  returning u.used
 ), sub as (
   insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
   select p.id, p.org, p.form, p.data, p.email, p.name, p.source, p.created from p, quota
@@ -150,6 +210,8 @@ select (select count(*) from form_ok)::int as form_ok,
        (select count(*) from quota)::int as quota_ok,
        (select array_agg(id) from delivery) as delivery_ids,
        (select array_agg(id) from sync) as sync_ids,
+       case when not exists (select from quota) then (select ready from slots_state) end as slots_ready,
+       case when not exists (select from quota) then (select room from slots_state) end as slots_room,
        (select count(*) from claim)::int as claimed,
        (select count(*) from idem)::int as idem`;
 
@@ -157,8 +219,11 @@ function violatedConstraint(err: any): string | null {
   return err?.code === '23505' ? String(err.constraint ?? '') : null;
 }
 
-/** The values of INSERT_SUBMISSION_SQL for one row. */
-export function insertSubmissionValues(row: SubmissionRow): unknown[] {
+/**
+ * The values of INSERT_SUBMISSION_SQL for one row. `decisive`: wait for the month's slots in turn
+ * instead of taking the first free one (see QUOTA_SLOTS).
+ */
+export function insertSubmissionValues(row: SubmissionRow, decisive = false): unknown[] {
   return [
     row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
     JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
@@ -166,25 +231,84 @@ export function insertSubmissionValues(row: SubmissionRow): unknown[] {
     row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null, row.idempotency?.claimToken ?? null,
     row.fanout?.event?.id ?? null, row.fanout?.event?.payload ?? null, row.fanout?.deliveryIds ?? null,
     row.fanout?.syncs.length ? JSON.stringify(row.fanout.syncs) : null,
+    decisive,
   ];
 }
 
-export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
-  let result: any[];
-  try {
-    result = await preparedQuery(orm.em, 'insert_submission', INSERT_SUBMISSION_SQL, insertSubmissionValues(row));
-  } catch (err) {
-    const constraint = violatedConstraint(err);
-    if (constraint === 'payment_claims_pkey') return { kind: 'payment_used' };
-    if (constraint === 'idempotency_keys_pkey') return { kind: 'idempotency_conflict' };
-    throw err;
+/** A statement finding the month's slots unsplit more often than this in a row gives up (the quota keeps changing). */
+const MAX_SPLITS = 3;
+
+/**
+ * What to do after a storing statement that counted nothing, from the slots as it saw them:
+ * split them for the current quota, wait for them in turn, or refuse (the month is at quota).
+ */
+export function afterUncounted(r: { slots_ready: boolean; slots_room: number }, wanted: number, decisive: boolean, splits: number)
+  : 'split' | 'decisive' | 'refuse' {
+  if (!r.slots_ready) {
+    if (splits >= MAX_SPLITS) throw new Error('the quota slots of the month could not be split for a settled quota');
+    return 'split';
   }
-  const [r] = result;
-  if (!r.form_ok) return { kind: 'form_changed' };
-  if (!r.idem_held) return { kind: 'idempotency_lost' };
-  if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
-  if (!r.quota_ok) return { kind: 'quota_exceeded' };
-  return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
+  return !decisive && r.slots_room >= wanted ? 'decisive' : 'refuse';
+}
+
+export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
+  for (let decisive = false, splits = 0; ;) {
+    let result: any[];
+    try {
+      result = await preparedQuery(orm.em, decisive ? 'insert_submission_decisive' : 'insert_submission',
+        INSERT_SUBMISSION_SQL, insertSubmissionValues(row, decisive));
+    } catch (err) {
+      const constraint = violatedConstraint(err);
+      if (constraint === 'payment_claims_pkey') return { kind: 'payment_used' };
+      if (constraint === 'idempotency_keys_pkey') return { kind: 'idempotency_conflict' };
+      throw err;
+    }
+    const [r] = result;
+    if (!r.form_ok) return { kind: 'form_changed' };
+    if (!r.idem_held) return { kind: 'idempotency_lost' };
+    if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
+    if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
+    const next = afterUncounted(r, 1, decisive, splits);
+    if (next === 'refuse') return { kind: 'quota_exceeded' };
+    if (next === 'split') {
+      await splitQuotaSlots(orm.em.fork(), row.organizationId, row.month);
+      splits++;
+    }
+    decisive = next === 'decisive';
+  }
+}
+
+/**
+ * Splits the organization's month into QUOTA_SLOTS slots for its current quota (splitAllowances),
+ * creating the ones missing; does nothing when they are split for it already. The slots are locked
+ * in ascending order and the quota read once they are held, so what a slot has used cannot change
+ * under the split, and a quota changed meanwhile is seen by the next statement, which splits again.
+ */
+export async function splitQuotaSlots(em: Em, organizationId: string, month: string): Promise<void> {
+  await em.transactional(async (tx) => {
+    await tx.execute(
+      `insert into usage_counter_slots (organization_id, month, slot, used, allowance, split_quota)
+       select ?, ?, g, 0, 0, null from generate_series(0, ${QUOTA_SLOTS - 1}) g
+       on conflict do nothing`,
+      [organizationId, month],
+    );
+    const slots: Array<{ slot: number; used: number; split_quota: number | null }> = await tx.execute(
+      'select slot, used, split_quota from usage_counter_slots where organization_id = ? and month = ? order by slot for update',
+      [organizationId, month],
+    );
+    const [org] = await tx.execute(
+      `select coalesce(o.monthly_quota, ${PLAN_QUOTA_SQL}) as quota from organizations o where o.id = ?`, [organizationId],
+    );
+    if (!org) return;
+    if (slots.every((s) => s.split_quota === org.quota)) return;
+    const allowances = splitAllowances(org.quota, slots.map((s) => s.used));
+    await tx.execute(
+      `update usage_counter_slots u set allowance = x.allowance, split_quota = ?
+         from jsonb_to_recordset(?::jsonb) as x(slot int, allowance int)
+        where u.organization_id = ? and u.month = ? and u.slot = x.slot`,
+      [org.quota, JSON.stringify(slots.map((s, i) => ({ slot: s.slot, allowance: allowances[i] }))), organizationId, month],
+    );
+  });
 }
 
 export interface StoredIdempotency {
@@ -298,7 +422,8 @@ export type BatchInsertOutcome =
  */
 const INSERT_SUBMISSION_BATCH_SQL = `
 with p as (
-  select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as source
+  select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as source,
+         $7::boolean as decisive
 ), items as (
   select x.* from jsonb_to_recordset($6::jsonb) as x(seq int, id text, data jsonb, email text, name text,
          created timestamptz, intent text, idem_key text, idem_hash text, idem_body jsonb,
@@ -308,14 +433,31 @@ with p as (
     select 1 from items i, hooks h where h.n > case when i.event is null then 0 else coalesce(cardinality(i.dlv_ids), 0) end)
 ), ${QUOTA_AND_FORM_SQL}, wanted as (
   select count(*)::int as n from items
+), planned as (
+  select x.slot from (
+    select s.slot, s.allowance - s.used as room, sum(s.allowance - s.used) over (order by ${OWN_SLOT_ORDER}) as upto
+      from slots s where s.split_ok and s.used < s.allowance
+  ) x, wanted
+   where x.upto - x.room < wanted.n
+), locked as materialized (
+  select s.slot, s.allowance - s.used as room
+    from usage_counter_slots s, p, org, form_ok, listeners_ok, wanted, slots_state
+   where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
+     and slots_state.ready and slots_state.room >= wanted.n
+     and (p.decisive or s.slot = any(array(select slot from planned)))
+   order by s.slot
+   for update of s
+), take as (
+  select x.slot, least(x.room, wanted.n - (x.upto - x.room)) as n
+    from (select slot, room, sum(room) over (order by slot) as upto from locked) x, wanted
+   where x.upto - x.room < wanted.n and (select sum(room) from locked) >= wanted.n
 ), quota as (
-  insert into usage_counters as u (organization_id, month, used)
-  select p.org, p.month, wanted.n from p, org, form_ok, wanted, listeners_ok where wanted.n <= org.quota
-  on conflict (organization_id, month) do update set used = u.used + excluded.used
-   where u.used + excluded.used <= (select quota from org)
-  returning used
+  update usage_counter_slots u set used = u.used + take.n
+    from p, take
+   where u.organization_id = p.org and u.month = p.month and u.slot = take.slot and u.used + take.n <= u.allowance
+  returning take.n
 ), stored as (
-  select i.* from items i, quota
+  select i.* from items i where (select coalesce(sum(n), 0) from quota) = (select n from wanted)
 ), sub as (
   insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
   select s.id, p.org, p.form, s.data, s.email, s.name, p.source, s.created from p, stored s
@@ -341,9 +483,11 @@ with p as (
 ), ${recordChangesSql('created_change', 'submission.created',
   'select p.org as organization_id, p.form as form_id, s.id as submission_id, s.created as occurred_at, s.seq from p, stored s')}
 select (select count(*) from form_ok)::int as form_ok,
-       (select count(*) from quota)::int as quota_ok,
+       (select count(*) from stored)::int as quota_ok,
        (select count(*) from listeners_ok)::int as listeners_ok,
        (select count(*) from hooks)::int as webhooks,
+       (select ready from slots_state) as slots_ready,
+       (select room from slots_state) as slots_room,
        (select count(*) from sub)::int as stored,
        (select array_agg(id) from delivery) as delivery_ids,
        (select array_agg(id) from sync) as sync_ids`;
@@ -358,21 +502,31 @@ export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Pr
     event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
     syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
   }));
-  let result: any[];
-  try {
-    result = await preparedQuery(orm.em, 'insert_submission_batch', INSERT_SUBMISSION_BATCH_SQL, [
-      first.organizationId, first.formId, first.formUpdatedAt.toISOString(), first.month, first.source, JSON.stringify(items),
-    ]);
-  } catch (err) {
-    const constraint = violatedConstraint(err);
-    if (constraint === 'payment_claims_pkey' || constraint === 'idempotency_keys_pkey') return { kind: 'conflict' };
-    throw err;
+  for (let decisive = false, splits = 0; ;) {
+    let result: any[];
+    try {
+      result = await preparedQuery(orm.em, decisive ? 'insert_submission_batch_decisive' : 'insert_submission_batch',
+        INSERT_SUBMISSION_BATCH_SQL, [
+          first.organizationId, first.formId, first.formUpdatedAt.toISOString(), first.month, first.source, JSON.stringify(items),
+          decisive,
+        ]);
+    } catch (err) {
+      const constraint = violatedConstraint(err);
+      if (constraint === 'payment_claims_pkey' || constraint === 'idempotency_keys_pkey') return { kind: 'conflict' };
+      throw err;
+    }
+    const [r] = result;
+    if (!r.form_ok) return { kind: 'form_changed' };
+    if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
+    if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
+    const next = afterUncounted(r, rows.length, decisive, splits);
+    if (next === 'refuse') return { kind: 'quota_short' };
+    if (next === 'split') {
+      await splitQuotaSlots(orm.em.fork(), first.organizationId, first.month);
+      splits++;
+    }
+    decisive = next === 'decisive';
   }
-  const [r] = result;
-  if (!r.form_ok) return { kind: 'form_changed' };
-  if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
-  if (!r.quota_ok) return { kind: 'quota_short' };
-  return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
 }
 
 /** The stored records among `keys` (expired ones count as absent). */

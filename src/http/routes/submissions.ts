@@ -178,8 +178,8 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     return {
       status: 200,
       body: {
-        changes: changes.map(({ position: _position, ...change }) => change),
-        nextCursor: changes.length ? encodeCursor(changes[changes.length - 1].position) : (query.after || encodeCursor(after)),
+        changes: changes.map(({ at: _at, ...change }) => change),
+        nextCursor: changes.length ? encodeCursor(changes[changes.length - 1].at) : (query.after || encodeCursor(after)),
         hasMore,
       },
     };
