@@ -14,6 +14,7 @@ import { Migration20261123000500_partitions } from './migrations/Migration202611
 import { Migration20261123001000_counter_slots } from './migrations/Migration20261123001000_counter_slots';
 import { Migration20261123001100_change_feed_xid } from './migrations/Migration20261123001100_change_feed_xid';
 import { Migration20261123003000_hot_path_indexes } from './migrations/Migration20261123003000_hot_path_indexes';
+import { Migration20261123004000_store_submission_function } from './migrations/Migration20261123004000_store_submission_function';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -28,6 +29,7 @@ const MIGRATIONS = [
   { name: 'Migration20261123001000_counter_slots', class: Migration20261123001000_counter_slots },
   { name: 'Migration20261123001100_change_feed_xid', class: Migration20261123001100_change_feed_xid },
   { name: 'Migration20261123003000_hot_path_indexes', class: Migration20261123003000_hot_path_indexes },
+  { name: 'Migration20261123004000_store_submission_function', class: Migration20261123004000_store_submission_function },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -63,10 +63,6 @@ export type InsertOutcome =
   /** The claimed idempotency key's lease lapsed and another request holds it now: nothing was stored. */
   | { kind: 'idempotency_lost' };
 
-/** The change feed's record of each stored submission, written in the storing statement itself. */
-const CREATED_CHANGE_SQL = recordChangesSql('created_change', 'submission.created',
-  'select p.org as organization_id, p.form as form_id, sub.id as submission_id, p.created as occurred_at, 0 as seq from p, sub');
-
 const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_LIMITS[p].monthlySubmissions}`).join(' ')} end`;
 
 /**
@@ -125,95 +121,26 @@ const MATCHING_WEBHOOKS_SQL = `hooks as (
 )`;
 
 /**
+ * Each plan's monthly submissions (config/plans.ts) for the storing function, which takes them as
+ * an argument rather than having them written into its migration: the quotas stay this process's
+ * configuration, and a release changing PLAN_LIMITS needs no migration.
+ */
+const PLAN_QUOTAS_JSON = JSON.stringify(Object.fromEntries(PLANS.map((p) => [p, PLAN_LIMITS[p].monthlySubmissions])));
+
+/**
  * One statement, so one implicit transaction and one round trip: the form is still what was
  * validated against, the monthly counter is incremented only while under quota (a conditional
  * update decided by PostgreSQL under the row lock), the payment claim and idempotency record are
  * unique-keyed (a claimed key must still be held by this request), and the fan-out is decided here:
  * a delivery row per matching webhook and a sync row per CRM integration, pending, whose ids come
  * back for their jobs (the owed-work sweep queues them if those are lost). No outbox row: nothing
- * is queued when nothing listens. Any failure undoes all of it.
+ * is queued when nothing listens. Any failure undoes all of it. The work is done by the PL/pgSQL
+ * function store_submission (Migration20261123004000_store_submission_function), which runs only
+ * the statements a submission needs, with plans cached per connection.
  */
-export const INSERT_SUBMISSION_SQL = `
-with p as (
-  select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as id,
-         $6::jsonb as data, $7::text as email, $8::text as name, $9::text as source, $10::timestamptz as created,
-         $11::text as intent, $12::text as idem_key, $13::text as idem_hash, $14::jsonb as idem_body,
-         $15::text as idem_token, $16::text as event_id, $17::text as event, $18::text[] as dlv_ids, $19::jsonb as syncs,
-         $20::boolean as decisive
-), idem_held as (
-  select 1 from idempotency_keys k, p
-   where k.organization_id = p.org and k.key = p.idem_key and k.claim_token = p.idem_token and k.response_status is null
-  for update of k
-), idem_gate as (
-  select 1 from p where p.idem_token is null
-  union all select 1 from idem_held
-), ${MATCHING_WEBHOOKS_SQL}, listeners_ok as (
-  select 1 from p where not exists (
-    select 1 from hooks h where h.n > case when p.event is null then 0 else coalesce(cardinality(p.dlv_ids), 0) end)
-), gate as (
-  select 1 from idem_gate, listeners_ok
-), ${QUOTA_AND_FORM_SQL}, own_slot as materialized (
-  select s.slot from usage_counter_slots s, p, org, form_ok, gate
-   where s.organization_id = p.org and s.month = p.month and s.slot = pg_backend_pid() % ${QUOTA_SLOTS}
-     and s.used < s.allowance and s.split_quota = org.quota and not p.decisive
-   for update of s skip locked
-), free_slot as materialized (
-  select s.slot from usage_counter_slots s, p, org, form_ok, gate
-   where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
-     and not p.decisive and not exists (select from own_slot)
-   order by ${OWN_SLOT_ORDER}
-   limit 1
-   for update of s skip locked
-), first_slot as materialized (
-  select s.slot from usage_counter_slots s, p, org, form_ok, gate
-   where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
-     and p.decisive
-   order by s.slot
-   limit 1
-   for update of s
-), quota as (
-  update usage_counter_slots u set used = u.used + 1
-    from p
-   where u.organization_id = p.org and u.month = p.month and u.used < u.allowance
-     and u.slot = (select slot from own_slot union all select slot from free_slot union all select slot from first_slot)
-  returning u.used
-), sub as (
-  insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
-  select p.id, p.org, p.form, p.data, p.email, p.name, p.source, p.created from p, quota
-  returning id
-), claim as (
-  insert into payment_claims (payment_intent_id, organization_id, submission_id)
-  select p.intent, p.org, sub.id from p, sub where p.intent is not null
-  returning 1
-), idem as (
-  insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
-  select p.org, p.idem_key, p.idem_hash, 201, p.idem_body from p, sub where p.idem_key is not null and p.idem_token is null
-  returning 1
-), idem_completed as (
-  update idempotency_keys k set response_status = 201, response_body = p.idem_body, claim_token = null, lease_expires_at = null
-    from p, sub where k.organization_id = p.org and k.key = p.idem_key and p.idem_token is not null
-  returning 1
-), delivery as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
-  select p.dlv_ids[h.n], h.id, p.org, p.event_id, '${FORM_SUBMISSION_CREATED}', p.event, 'pending', now() from p, sub, hooks h
-  returning id
-), sync as (
-  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
-  select x->>'id', p.org, p.form, sub.id, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending', now()
-    from p, sub, jsonb_array_elements(coalesce(p.syncs, '[]')) x
-  returning id
-), ${CREATED_CHANGE_SQL}
-select (select count(*) from form_ok)::int as form_ok,
-       (select count(*) from idem_gate)::int as idem_held,
-       (select count(*) from listeners_ok)::int as listeners_ok,
-       (select count(*) from hooks)::int as webhooks,
-       (select count(*) from quota)::int as quota_ok,
-       (select array_agg(id) from delivery) as delivery_ids,
-       (select array_agg(id) from sync) as sync_ids,
-       case when not exists (select from quota) then (select ready from slots_state) end as slots_ready,
-       case when not exists (select from quota) then (select room from slots_state) end as slots_room,
-       (select count(*) from claim)::int as claimed,
-       (select count(*) from idem)::int as idem`;
+export const INSERT_SUBMISSION_SQL = `select * from store_submission($1::text, $2::text, $3::timestamptz, $4::text, $5::text,
+  $6::jsonb, $7::text, $8::text, $9::text, $10::timestamptz, $11::text, $12::text, $13::text, $14::jsonb,
+  $15::text, $16::text, $17::text, $18::text[], $19::jsonb, $20::boolean, $21::jsonb)`;
 
 function violatedConstraint(err: any): string | null {
   return err?.code === '23505' ? String(err.constraint ?? '') : null;
@@ -231,7 +158,7 @@ export function insertSubmissionValues(row: SubmissionRow, decisive = false): un
     row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null, row.idempotency?.claimToken ?? null,
     row.fanout?.event?.id ?? null, row.fanout?.event?.payload ?? null, row.fanout?.deliveryIds ?? null,
     row.fanout?.syncs.length ? JSON.stringify(row.fanout.syncs) : null,
-    decisive,
+    decisive, PLAN_QUOTAS_JSON,
   ];
 }
 
