@@ -166,6 +166,25 @@ describe('monthly quota in slots', () => {
       expect(afterUncounted(full, 1, false, 0)).to.equal('refuse');
     });
 
+    it('takes the plans\' quotas from the calling process (config/plans.ts), not from the database', async () => {
+      await updateOrganization(t.app.orm.em.fork(), tenant.organizationId, { monthlyQuota: null, plan: 'free' });
+      await splitQuotaSlots(t.app.orm.em.fork(), tenant.organizationId, month);
+      expect((await insert()).quota_ok).to.equal(1);
+      const values = insertSubmissionValues(await row());
+      values[values.length - 1] = JSON.stringify({ free: 3, pro: 3, business: 3, enterprise: 3 });
+      const other = (await client.query(INSERT_SUBMISSION_SQL, values)).rows[0];
+      expect(other).to.include({ form_ok: 1, quota_ok: 0, slots_ready: false });
+    });
+
+    it('stores nothing and counts nothing for a form changed since it was validated', async () => {
+      const before = await usedBySlot();
+      const stale = { ...(await row()), formUpdatedAt: new Date(0) };
+      const answer = (await client.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(stale))).rows[0];
+      expect(answer).to.include({ form_ok: 0, quota_ok: 0, claimed: 0, idem: 0 });
+      expect(await usedBySlot()).to.deep.equal(before);
+      expect(await stored(tenant.organizationId)).to.equal(0);
+    });
+
     it('counts nothing in slots split for another quota: the caller splits them afresh', async () => {
       await updateOrganization(t.app.orm.em.fork(), tenant.organizationId, { monthlyQuota: 3 });
       const stale = await insert();

@@ -1,9 +1,14 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { splitAllowances } from '../../src/domain/quotas/quota';
-import { afterUncounted } from '../../src/domain/submissions/store';
+import { STORE_SUBMISSION_QUOTA_SLOTS } from '../../src/db/migrations/Migration20261123004000_store_submission_function';
+import { afterUncounted, QUOTA_SLOTS } from '../../src/domain/submissions/store';
 
 describe('quota slots', () => {
+  it('are as many as the storing function starts from (a change needs a migration replacing store_submission)', () => {
+    expect(STORE_SUBMISSION_QUOTA_SLOTS).to.equal(QUOTA_SLOTS);
+  });
+
   it('split a fresh month evenly, the remainder to the lowest slots, adding up to the quota', () => {
     expect(splitAllowances(37, new Array(16).fill(0))).to.deep.equal([3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]);
     expect(splitAllowances(5, new Array(16).fill(0))).to.deep.equal([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
