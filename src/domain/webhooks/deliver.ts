@@ -11,6 +11,26 @@ export type DeliveryRun =
 const WEBHOOK_DISABLED = 'Webhook is disabled';
 
 /**
+ * Opened secrets by their sealed value: opening one costs a cipher per delivery. A rotation or a
+ * re-encryption seals anew, so a changed secret is a new key here and a stale one is never used.
+ * Kept per set of keys, so a value is only ever opened by keys that open it.
+ */
+const OPENED_SECRETS_MAX = 10_000;
+const openedSecretsByKeys = new WeakMap<Buffer[], Map<string, string>>();
+
+function openSecret(sealed: string, keys: Buffer[]): string {
+  let openedSecrets = openedSecretsByKeys.get(keys);
+  if (!openedSecrets) openedSecretsByKeys.set(keys, openedSecrets = new Map());
+  let secret = openedSecrets.get(sealed);
+  if (secret === undefined) {
+    secret = unseal(sealed, keys);
+    if (openedSecrets.size >= OPENED_SECRETS_MAX) openedSecrets.clear();
+    openedSecrets.set(sealed, secret);
+  }
+  return secret;
+}
+
+/**
  * One attempt of one delivery. A deleted delivery or webhook (deliveries cascade), a delivery that
  * has ended, or a disabled webhook end the job without sending anything. The attempt's number comes
  * from the row (attempts since its current schedule began), not from the job, so a job queued again
@@ -28,8 +48,8 @@ export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Pr
   }
 
   const result = await sendSigned(deps.config, {
-    url: row.url, secret: unseal(row.secret_sealed, deps.decryptionKeys),
-    previousSecret: row.previous_secret_sealed ? unseal(row.previous_secret_sealed, deps.decryptionKeys) : null, body: row.payload,
+    url: row.url, secret: openSecret(row.secret_sealed, deps.decryptionKeys),
+    previousSecret: row.previous_secret_sealed ? openSecret(row.previous_secret_sealed, deps.decryptionKeys) : null, body: row.payload,
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();

@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
+import { TickBatch } from '../../lib/tick-batch';
 import { nextAttemptAt, rowStatus } from '../outbound/attempt';
 import type { DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
@@ -47,28 +48,94 @@ const RECORD_ATTEMPT_SQL = Object.fromEntries(Object.entries(WEBHOOK_UPDATE).map
   ${webhookSql}`])) as Record<keyof typeof WEBHOOK_UPDATE, string>;
 
 /**
- * The attempt, the delivery's summary and the webhook's failure streak change together, in one
- * statement. The webhook row is written only when its streak starts or ends, so deliveries to one
- * busy webhook do not queue on its row lock.
+ * Successful attempts recorded in one turn of the event loop, in one statement (the same effect as
+ * one RECORD_ATTEMPT_SQL.succeeded each). The webhooks whose streak ends are locked in id order, so
+ * two worker processes' batches never wait on each other crosswise.
  */
-export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<void> {
+const RECORD_SUCCEEDED_MANY_SQL = `
+  with i as (
+    select * from unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[])
+      as t(id, status_code, error, duration_ms, response_excerpt, webhook_id)
+  ), d as (
+    update webhook_deliveries w
+       set attempts = w.attempts + 1, status = 'succeeded', last_status_code = i.status_code, last_error = i.error, next_attempt_at = null, updated_at = now()
+      from i where w.id = i.id returning w.id, w.attempts
+  ), a as (
+    insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
+    select d.id, d.attempts, i.status_code, i.error, i.duration_ms, i.response_excerpt from d join i on i.id = d.id
+  )
+  update webhooks set failing_since = null
+   where id in (select id from webhooks where id in (select webhook_id from i) and failing_since is not null order by id for no key update)
+     and failing_since is not null`;
+
+interface AttemptRecord { em: Em; row: DeliveryRow; result: SendResult; decision: DeliveryDecision; now: Date }
+
+function recordOne({ em, row, result, decision, now }: AttemptRecord): Promise<unknown> {
   const kind = webhookUpdate(decision);
-  await preparedQuery(em, `record_delivery_attempt_${kind}`, RECORD_ATTEMPT_SQL[kind], [
+  return preparedQuery(em, `record_delivery_attempt_${kind}`, RECORD_ATTEMPT_SQL[kind], [
     rowStatus(decision), result.statusCode, result.error, nextAttemptAt(decision, now), row.id,
     result.statusCode, result.error, result.durationMs, result.responseExcerpt, row.webhook_id,
   ]);
 }
 
-/** A delivery, with its webhook's URL, secrets and failure streak; the previous secret only within its grace. */
+async function recordMany(records: AttemptRecord[]): Promise<void[]> {
+  const succeeded = records.filter((r) => r.decision.kind === 'succeeded');
+  const others = records.filter((r) => r.decision.kind !== 'succeeded');
+  // Alone, or the same delivery twice (not expected: one job per delivery), a record runs by itself.
+  if (succeeded.length === 1 || new Set(succeeded.map((r) => r.row.id)).size !== succeeded.length) others.push(...succeeded.splice(0));
+  await Promise.all([
+    succeeded.length ? preparedQuery(succeeded[0].em, 'record_delivery_attempts_succeeded', RECORD_SUCCEEDED_MANY_SQL, [
+      succeeded.map((r) => r.row.id), succeeded.map((r) => r.result.statusCode), succeeded.map((r) => r.result.error),
+      succeeded.map((r) => r.result.durationMs), succeeded.map((r) => r.result.responseExcerpt), succeeded.map((r) => r.row.webhook_id),
+    ]) : null,
+    ...others.map(recordOne),
+  ]);
+  return records.map(() => undefined);
+}
+
+/** One batch of each kind per ORM connection (the forks of one ORM share it). */
+const recordBatches = new WeakMap<object, TickBatch<AttemptRecord, void>>();
+const findBatches = new WeakMap<object, TickBatch<{ em: Em; id: string }, DeliveryRow | undefined>>();
+
+function batchOf<I, R>(map: WeakMap<object, TickBatch<I, R>>, em: Em, run: (items: I[]) => Promise<R[]>): TickBatch<I, R> {
+  const key = em.getConnection();
+  let batch = map.get(key);
+  if (!batch) map.set(key, batch = new TickBatch(run));
+  return batch;
+}
+
+/**
+ * The attempt, the delivery's summary and the webhook's failure streak change together, in one
+ * statement. The webhook row is written only when its streak starts or ends, so deliveries to one
+ * busy webhook do not queue on its row lock. Successful attempts recorded in the same turn of the
+ * event loop (concurrent jobs) share one statement: a statement's round trip to PostgreSQL was, at a
+ * thousand deliveries a second, the largest part of a worker's CPU.
+ */
+export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<void> {
+  await batchOf(recordBatches, em, recordMany).call({ em, row, result, decision, now });
+}
+
+const FIND_DELIVERY_SQL = `
+  select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
+         case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
+    from webhook_deliveries d join webhooks w on w.id = d.webhook_id`;
+
+async function findMany(items: Array<{ em: Em; id: string }>): Promise<Array<DeliveryRow | undefined>> {
+  const rows = items.length === 1
+    ? await preparedQuery<DeliveryRow>(items[0].em, 'find_delivery_for_attempt', `${FIND_DELIVERY_SQL} where d.id = $1`, [items[0].id])
+    : await preparedQuery<DeliveryRow>(items[0].em, 'find_deliveries_for_attempt', `${FIND_DELIVERY_SQL} where d.id = any($1::text[])`,
+      [[...new Set(items.map((item) => item.id))]]);
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  // Each caller gets its own copy: no row is shared by two jobs.
+  return items.map((item) => { const row = byId.get(item.id); return row && { ...row }; });
+}
+
+/**
+ * A delivery, with its webhook's URL, secrets and failure streak; the previous secret only within
+ * its grace. Reads asked for in the same turn of the event loop (concurrent jobs) share one statement.
+ */
 export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promise<DeliveryRow | undefined> {
-  const [row] = await preparedQuery<DeliveryRow>(em, 'find_delivery_for_attempt',
-    `select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
-            case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
-       from webhook_deliveries d join webhooks w on w.id = d.webhook_id
-      where d.id = $1`,
-    [deliveryId],
-  );
-  return row;
+  return batchOf(findBatches, em, findMany).call({ em, id: deliveryId });
 }
 
 /** Ends a pending delivery without an attempt. */
