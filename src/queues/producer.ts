@@ -1,5 +1,6 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { TickBatch } from '../lib/tick-batch';
 import { DEFAULT_JOB_OPTIONS, jobOptions, QUEUE_NAMES, type JobName, type JobOptions, type JobPayload, type QueueName } from './catalogue';
 
 /** Queues whose jobs are added by id (the usage queue runs on schedulers). */
@@ -15,7 +16,6 @@ interface PendingJob {
   name: string;
   data: unknown;
   opts: JobOptions;
-  settle: (err?: unknown) => void;
 }
 
 /**
@@ -25,8 +25,8 @@ interface PendingJob {
  */
 export class Producer {
   private readonly queues = new Map<QueueName, Queue>();
-  private readonly pending = new Map<QueueName, PendingJob[]>();
-  private flushScheduled = false;
+  /** Per queue, the jobs added in one tick (addSoon). */
+  private readonly ticks = new Map<IdQueue, TickBatch<PendingJob, void>>();
 
   constructor(private readonly connection: Redis, prefix: string, private readonly retrySchedule?: readonly number[]) {
     // Each call waiting for the connection listens for it: one per request in flight at most.
@@ -155,31 +155,23 @@ export class Producer {
   ): Promise<void> {
     const opts = { ...this.options(queue, name, payload), ...overrides };
     if (!this.isConnected()) return Promise.reject(new QueueUnavailableError('Redis is not connected'));
-    return new Promise((resolve, reject) => {
-      const batch = this.pending.get(queue) ?? [];
-      batch.push({ name, data: payload, opts, settle: (err) => (err ? reject(err) : resolve()) });
-      this.pending.set(queue, batch);
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(() => this.flush());
-      }
-    });
+    let tick = this.ticks.get(queue);
+    if (!tick) {
+      tick = new TickBatch((jobs) => this.addTogether(queue, jobs));
+      this.ticks.set(queue, tick);
+    }
+    return tick.call({ name, data: payload, opts });
   }
 
-  private flush(): void {
-    this.flushScheduled = false;
-    for (const [queue, batch] of this.pending) {
-      this.pending.delete(queue);
-      const q = this.queue(queue);
-      // Alone in its tick, a job is a plain add: addBulk opens a MULTI pipeline, onto which ioredis
-      // copies every script the connection knows (BullMQ's fifty-odd), about doubling the CPU of the add.
-      const [first] = batch;
-      const add = (): Promise<unknown> => (batch.length === 1
-        ? q.add(first.name, first.data, first.opts)
-        : q.addBulk(batch.map(({ name, data, opts }) => ({ name, data, opts }))));
-      this.bounded(add)
-        .then(() => batch.forEach((job) => job.settle()), (err) => batch.forEach((job) => job.settle(err)));
-    }
+  private async addTogether(queue: IdQueue, jobs: PendingJob[]): Promise<void[]> {
+    const q = this.queue(queue);
+    // Alone in its tick, a job is a plain add: addBulk opens a MULTI pipeline, onto which ioredis
+    // copies every script the connection knows (BullMQ's fifty-odd), about doubling the CPU of the add.
+    const [first] = jobs;
+    await this.bounded((): Promise<unknown> => (jobs.length === 1
+      ? q.add(first.name, first.data, first.opts)
+      : q.addBulk(jobs.map(({ name, data, opts }) => ({ name, data, opts })))));
+    return jobs.map(() => undefined);
   }
 
   async close(): Promise<void> {
