@@ -10,6 +10,13 @@ import {
 import type { CachedForm } from '../forms/form-cache';
 import { SUBMISSION_DELETED_TOPIC, type SubmissionDeletedFacts, type SubmissionFanout, type SubmissionRow } from './store';
 
+/** A sync row (new id) per active CRM integration of a form's settings. */
+function newSyncRows(settings: Record<string, any>) {
+  return activeIntegrations(settings).map(({ index, integration }) => ({
+    id: newId('crm'), index, integrationId: integration.id, provider: integration.type,
+  }));
+}
+
 /**
  * What a new submission's storing statement writes for its listeners (INSERT_SUBMISSION_SQL): a
  * sync per active CRM integration of the form, and, when `webhooks` are expected, the event and a
@@ -17,9 +24,7 @@ import { SUBMISSION_DELETED_TOPIC, type SubmissionDeletedFacts, type SubmissionF
  * the ones this fan-out would otherwise read; a row's sync ids are kept across retries.
  */
 export function createdFanout(form: CachedForm, row: SubmissionRow, webhooks: number): SubmissionFanout {
-  const syncs = row.fanout?.syncs ?? activeIntegrations(form.settings).map(({ index, integration }) => ({
-    id: newId('crm'), index, integrationId: integration.id, provider: integration.type,
-  }));
+  const syncs = row.fanout?.syncs ?? newSyncRows(form.settings);
   if (webhooks <= 0) return { event: null, deliveryIds: [], syncs };
   const event = buildSubmissionEvent({ id: form.id, title: form.title }, {
     id: row.id, formId: row.formId, createdAt: row.createdAt, data: row.data,
@@ -139,9 +144,7 @@ export async function fanOutSubmission(em: Em, job: { submissionId: string; outb
     const { submission, organizationId } = found;
     const event = buildSubmissionEvent({ id: submission.formId, title: found.title }, submission, found.fields);
     const deliveries = found.webhookIds.map((webhookId) => ({ id: newId('dlv'), webhookId }));
-    const syncs = activeIntegrations(found.settings).map(({ index, integration }) => ({
-      id: newId('crm'), index, integrationId: integration.id, provider: integration.type,
-    }));
+    const syncs = newSyncRows(found.settings);
     const rows = await tx.execute(STORE_SQL, [
       organizationId, event.id, FORM_SUBMISSION_CREATED, JSON.stringify(event), JSON.stringify(deliveries),
       organizationId, submission.formId, submission.id, JSON.stringify(syncs),
