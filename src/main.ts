@@ -20,8 +20,10 @@ async function main(): Promise<void> {
       `It is shown only this once:\n\n    ${bootstrap.key}\n\n`,
     );
   }
-  const http = await startHttp(app);
+  // Workers first: once the API answers (readiness), the shutdown handlers are in place, so a
+  // SIGTERM right after readiness drains instead of killing a process still starting its workers.
   const workers = await startWorkers(app, QUEUE_NAMES);
+  const http = await startHttp(app);
   onShutdown(logger, [() => http.drain(), () => workers.close(), () => app.close()]);
 }
 
