@@ -6,6 +6,7 @@ import { KeyStore } from './domain/auth/key-store';
 import { resolveEncryptionKeys } from './domain/secrets/keys';
 import { INVALIDATION_CHANNEL, publishInvalidation } from './lib/cache-invalidation';
 import { FormCache } from './domain/forms/form-cache';
+import { SubmissionWriter } from './domain/submissions/group-store';
 import { ensureSubmissionPartitions } from './domain/submissions/partitions';
 import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';
@@ -28,6 +29,8 @@ export interface AppContext {
   keyStore: KeyStore;
   rateLimiter: RateLimiter;
   formCache: FormCache;
+  /** Stores the single submissions of concurrent requests together (one statement and commit). */
+  submissionWriter: SubmissionWriter;
   /** The key new secrets are sealed with. */
   encryptionKey: Buffer;
   /** Every key that may open a sealed value (the current one first). */
@@ -100,7 +103,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   const producer = new Producer(producerConnection, config.queuePrefix, config.webhookRetryDelaysMs);
   return {
     config, orm, readOrm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
-    formCache,
+    formCache, submissionWriter: new SubmissionWriter(orm, logger),
     forgetForm(formId: string) {
       formCache.invalidate(formId);
       publishInvalidation(redis, `form:${formId}`).catch(() => {

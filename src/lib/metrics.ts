@@ -59,4 +59,10 @@ export const metrics = {
     labelNames: ['source'] as const,
     registers: [registry],
   }),
+  submissionGroupSize: new client.Histogram({
+    name: 'formservice_submission_store_group_size',
+    help: 'Single submissions of concurrent requests stored together in one statement and commit',
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [registry],
+  }),
 };

@@ -15,6 +15,7 @@ import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
 import { createdFanout } from './fanout';
+import type { SubmissionWriter } from './group-store';
 import {
   claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey,
   type CreatedFanout, type StoredIdempotency, type SubmissionRow,
@@ -24,6 +25,8 @@ import { validateSubmission, type FieldError } from './validate';
 /** What storing a submission uses: the database, the form cache, the key sealing values, the queues. */
 export interface SubmissionDeps {
   orm: Orm;
+  /** Stores the single submissions of concurrent requests together. */
+  submissionWriter: SubmissionWriter;
   config: Readonly<Config>;
   logger: Logger;
   producer: Producer;
@@ -186,7 +189,7 @@ export async function storeCheckedSubmission(deps: SubmissionDeps, checked: Chec
   : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
   const { row, submission, form } = checked;
   row.fanout = createdFanout(form, row, deps.formCache.webhookHint(form.id));
-  let outcome = await insertSubmission(deps.orm, row);
+  let outcome = await deps.submissionWriter.store(row);
   // The form's listener hint was stale: nothing was stored; again, with a delivery per webhook.
   for (let tries = 0; outcome.kind === 'listeners_unknown' && tries < 2; tries++) {
     deps.formCache.noteWebhooks(form.id, outcome.webhooks);

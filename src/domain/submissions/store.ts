@@ -125,7 +125,7 @@ const MATCHING_WEBHOOKS_SQL = `hooks as (
  * an argument rather than having them written into its migration: the quotas stay this process's
  * configuration, and a release changing PLAN_LIMITS needs no migration.
  */
-const PLAN_QUOTAS_JSON = JSON.stringify(Object.fromEntries(PLANS.map((p) => [p, PLAN_LIMITS[p].monthlySubmissions])));
+export const PLAN_QUOTAS_JSON = JSON.stringify(Object.fromEntries(PLANS.map((p) => [p, PLAN_LIMITS[p].monthlySubmissions])));
 
 /**
  * One statement, so one implicit transaction and one round trip: the form is still what was

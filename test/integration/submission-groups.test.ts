@@ -1,0 +1,145 @@
+import { expect } from 'chai';
+import { createdFanout } from '../../src/domain/submissions/fanout';
+import { claimIdempotencyKey, type InsertOutcome, type SubmissionRow } from '../../src/domain/submissions/store';
+import { quotaMonth } from '../../src/domain/quotas/quota';
+import { newId } from '../../src/lib/ids';
+import { metrics } from '../../src/lib/metrics';
+import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+
+/** Single submissions of concurrent requests stored together (SubmissionWriter, store_submissions). */
+describe('submissions stored together', () => {
+  let t: TestApp;
+  const month = quotaMonth(new Date());
+
+  before(async () => {
+    t = await startTestApp();
+  });
+  after(async () => t.close());
+
+  const query = async (sql: string, params: unknown[] = []) => t.app.orm.em.fork().getConnection().execute(sql, params);
+  const count = async (sql: string, params: unknown[]) => (await query(sql, params))[0].n as number;
+
+  async function tenantWithForm(monthlyQuota: number | null = null) {
+    const tenant = await createTenant(t.app, { monthlyQuota });
+    const form = await createPublishedForm(t.url, tenant.key, [field('fld_name', 'text', 'Name')]);
+    return { tenant, form: (await t.app.formCache.get(form.id, true))! };
+  }
+
+  function rowFor(tenant: TestTenant, form: { id: string; updatedAt: Date }, name: string): SubmissionRow {
+    const createdAt = new Date();
+    return {
+      id: newId('sub'), organizationId: tenant.organizationId, formId: form.id, formUpdatedAt: form.updatedAt, month,
+      data: { fld_name: name }, submitterEmail: null, submitterName: null, source: 'api', createdAt, paymentIntentId: null,
+      idempotency: null,
+    };
+  }
+
+  /** Stores the rows in one turn of the event loop; answers their outcomes and how many statements stored them together. */
+  async function storeTogether(rows: SubmissionRow[]): Promise<{ outcomes: InsertOutcome[]; groups: number }> {
+    const before = (await metrics.submissionGroupSize.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+    const outcomes = await Promise.all(rows.map((row) => t.app.submissionWriter.store(row)));
+    const after = (await metrics.submissionGroupSize.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+    return { outcomes, groups: after - before };
+  }
+
+  it('stores the submissions of several organizations and forms in one statement, each with its change', async () => {
+    const a = await tenantWithForm();
+    const b = await tenantWithForm();
+    // A month's first submission splits its quota slots, alone.
+    for (const { tenant, form } of [a, b]) expect((await t.app.submissionWriter.store(rowFor(tenant, form, 'first'))).kind).to.equal('created');
+    const rows = [rowFor(a.tenant, a.form, 'a1'), rowFor(b.tenant, b.form, 'b1'), rowFor(a.tenant, a.form, 'a2'), rowFor(b.tenant, b.form, 'b2')];
+    const { outcomes, groups } = await storeTogether(rows);
+    expect(groups).to.equal(1);
+    expect(outcomes.map((o) => o.kind)).to.deep.equal(['created', 'created', 'created', 'created']);
+    for (const { tenant } of [a, b]) {
+      expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(3);
+      expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(3);
+    }
+    // One transaction stored them, and their changes follow the order the rows came in.
+    const changes = await query(
+      'select submission_id, xid::text from submission_changes where submission_id in (?, ?, ?, ?) order by xid, position',
+      rows.map((r) => r.id),
+    );
+    expect(changes.map((c: any) => c.submission_id)).to.deep.equal(rows.map((r) => r.id));
+    expect(new Set(changes.map((c: any) => c.xid)).size).to.equal(1);
+  });
+
+  it('answers each submission on its own: a changed form, a lost idempotency claim and unknown listeners store nothing of theirs', async () => {
+    const { tenant, form } = await tenantWithForm();
+    const other = await tenantWithForm();
+    const hooked = await tenantWithForm();
+    const hook = await call(t.url, 'POST', '/v1/webhooks', {
+      key: hooked.tenant.key, body: { name: 'hook', url: 'http://127.0.0.1:9/hook', events: ['submission.created'] },
+    });
+    expect(hook.status, hook.text).to.equal(201);
+
+    const ok = rowFor(tenant, form, 'ok');
+    const stale = rowFor(tenant, { id: form.id, updatedAt: new Date(form.updatedAt.getTime() - 1000) }, 'stale');
+    const lost = rowFor(other.tenant, other.form, 'lost');
+    lost.idempotency = { key: 'k-lost', requestHash: 'h', responseBody: { submission: { id: lost.id } }, claimToken: 'not-the-token' };
+    const claimed = rowFor(other.tenant, other.form, 'claimed');
+    const claim = await claimIdempotencyKey(t.app.orm.em.fork(), other.tenant.organizationId, 'k-held', 'h2');
+    expect(claim.kind).to.equal('claimed');
+    claimed.idempotency = { key: 'k-held', requestHash: 'h2', responseBody: { submission: { id: claimed.id } }, claimToken: (claim as any).token };
+    const unheard = rowFor(hooked.tenant, hooked.form, 'no deliveries brought'); // its webhook is not known to it
+    const heard = rowFor(hooked.tenant, hooked.form, 'a delivery brought');
+    heard.fanout = createdFanout(hooked.form, heard, 1);
+
+    const { outcomes, groups } = await storeTogether([ok, stale, lost, claimed, unheard, heard]);
+    expect(groups).to.equal(1);
+    expect(outcomes.map((o) => o.kind)).to.deep.equal(['created', 'form_changed', 'idempotency_lost', 'created', 'listeners_unknown', 'created']);
+    expect(outcomes[4]).to.deep.include({ webhooks: 1 });
+    expect(outcomes[5]).to.deep.include({ deliveryIds: heard.fanout.deliveryIds, webhooks: 1 });
+
+    const storedIds = (await query('select id from submissions where organization_id in (?, ?, ?)',
+      [tenant.organizationId, other.tenant.organizationId, hooked.tenant.organizationId])).map((r: any) => r.id);
+    expect(storedIds).to.have.members([ok.id, claimed.id, heard.id]);
+    const [answer] = await query('select response_status, response_body, claim_token from idempotency_keys where organization_id = ? and key = ?',
+      [other.tenant.organizationId, 'k-held']);
+    expect(answer).to.deep.include({ response_status: 201, claim_token: null });
+    expect(answer.response_body).to.deep.equal({ submission: { id: claimed.id } });
+    const [delivery] = await query('select id, status, event_id from webhook_deliveries where organization_id = ?', [hooked.tenant.organizationId]);
+    expect(delivery).to.deep.include({ id: heard.fanout.deliveryIds[0], status: 'pending', event_id: heard.fanout.event!.id });
+    // Only the stored ones were counted.
+    expect(await count('select coalesce(sum(used), 0)::int as n from usage_counters where organization_id in (?, ?, ?) and month = ?',
+      [tenant.organizationId, other.tenant.organizationId, hooked.tenant.organizationId, month])).to.equal(3);
+  });
+
+  it('stores as many as the quota has room for and refuses the rest, never passing it', async () => {
+    const { tenant, form } = await tenantWithForm(5);
+    // The month's slots split first, by a submission stored alone.
+    expect((await t.app.submissionWriter.store(rowFor(tenant, form, 'first'))).kind).to.equal('created');
+    const { outcomes } = await storeTogether(Array.from({ length: 12 }, (_, i) => rowFor(tenant, form, `n${i}`)));
+    expect(outcomes.filter((o) => o.kind === 'created')).to.have.length(4);
+    const xids = await query('select distinct xid::text from submission_changes where organization_id = ?', [tenant.organizationId]);
+    expect(xids).to.have.length(2); // the first one's, and the group's
+    expect(outcomes.filter((o) => o.kind === 'quota_exceeded')).to.have.length(8);
+    expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(5);
+    expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(5);
+  });
+
+  it('stores each alone when the statement fails, so one submission cannot fail its neighbours', async () => {
+    const { tenant, form } = await tenantWithForm();
+    const taken = rowFor(tenant, form, 'taken');
+    expect((await t.app.submissionWriter.store(taken)).kind).to.equal('created');
+    const again = { ...rowFor(tenant, form, 'same id'), id: taken.id, createdAt: taken.createdAt };
+    const rows = [rowFor(tenant, form, 'x'), again, rowFor(tenant, form, 'y')];
+    const settled = await Promise.allSettled(rows.map((row) => t.app.submissionWriter.store(row)));
+    expect(settled.map((s) => s.status)).to.deep.equal(['fulfilled', 'rejected', 'fulfilled']);
+    expect(settled.filter((s) => s.status === 'fulfilled').map((s: any) => s.value.kind)).to.deep.equal(['created', 'created']);
+    expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(3);
+    expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(3);
+  });
+
+  it('answers concurrent requests of one organization through the API, all stored and counted', async () => {
+    const { tenant, form } = await tenantWithForm();
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) =>
+      call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_name: `c${i}` } } })));
+    expect(answers.map((a) => a.status)).to.deep.equal(Array(40).fill(201));
+    const ids = answers.map((a) => a.body.submission.id);
+    expect(new Set(ids).size).to.equal(40);
+    const stored = await query('select id from submissions where organization_id = ?', [tenant.organizationId]);
+    expect(stored.map((r: any) => r.id)).to.have.members(ids);
+    expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(40);
+  });
+});
