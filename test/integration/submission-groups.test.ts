@@ -84,12 +84,14 @@ describe('submissions stored together', () => {
     const unheard = rowFor(hooked.tenant, hooked.form, 'no deliveries brought'); // its webhook is not known to it
     const heard = rowFor(hooked.tenant, hooked.form, 'a delivery brought');
     heard.fanout = createdFanout(hooked.form, heard, 1);
+    const syncId = newId('crm');
+    heard.fanout.syncs = [{ id: syncId, index: 0, integrationId: 'int_1', provider: 'hubspot' }];
 
     const { outcomes, groups } = await storeTogether([ok, stale, lost, claimed, unheard, heard]);
     expect(groups).to.equal(1);
     expect(outcomes.map((o) => o.kind)).to.deep.equal(['created', 'form_changed', 'idempotency_lost', 'created', 'listeners_unknown', 'created']);
     expect(outcomes[4]).to.deep.include({ webhooks: 1 });
-    expect(outcomes[5]).to.deep.include({ deliveryIds: heard.fanout.deliveryIds, webhooks: 1 });
+    expect(outcomes[5]).to.deep.include({ deliveryIds: heard.fanout.deliveryIds, syncIds: [syncId], webhooks: 1 });
 
     const storedIds = (await query('select id from submissions where organization_id in (?, ?, ?)',
       [tenant.organizationId, other.tenant.organizationId, hooked.tenant.organizationId])).map((r: any) => r.id);
@@ -100,22 +102,26 @@ describe('submissions stored together', () => {
     expect(answer.response_body).to.deep.equal({ submission: { id: claimed.id } });
     const [delivery] = await query('select id, status, event_id from webhook_deliveries where organization_id = ?', [hooked.tenant.organizationId]);
     expect(delivery).to.deep.include({ id: heard.fanout.deliveryIds[0], status: 'pending', event_id: heard.fanout.event!.id });
+    const [sync] = await query('select id, status, submission_id, integration_id from crm_syncs where organization_id = ?', [hooked.tenant.organizationId]);
+    expect(sync).to.deep.equal({ id: syncId, status: 'pending', submission_id: heard.id, integration_id: 'int_1' });
     // Only the stored ones were counted.
     expect(await count('select coalesce(sum(used), 0)::int as n from usage_counters where organization_id in (?, ?, ?) and month = ?',
       [tenant.organizationId, other.tenant.organizationId, hooked.tenant.organizationId, month])).to.equal(3);
   });
 
-  it('stores as many as the quota has room for and refuses the rest, never passing it', async () => {
-    const { tenant, form } = await tenantWithForm(5);
+  it('counts in one slot with room those it holds, stores the rest alone, and never passes the quota', async () => {
+    const { tenant, form } = await tenantWithForm(20); // 16 slots: four of 2, twelve of 1
     // The month's slots split first, by a submission stored alone.
     expect((await t.app.submissionWriter.store(rowFor(tenant, form, 'first'))).kind).to.equal('created');
-    const { outcomes } = await storeTogether(Array.from({ length: 12 }, (_, i) => rowFor(tenant, form, `n${i}`)));
-    expect(outcomes.filter((o) => o.kind === 'created')).to.have.length(4);
-    const xids = await query('select distinct xid::text from submission_changes where organization_id = ?', [tenant.organizationId]);
-    expect(xids).to.have.length(2); // the first one's, and the group's
-    expect(outcomes.filter((o) => o.kind === 'quota_exceeded')).to.have.length(8);
-    expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(5);
-    expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(5);
+    const { outcomes, groups } = await storeTogether(Array.from({ length: 30 }, (_, i) => rowFor(tenant, form, `n${i}`)));
+    expect(groups).to.equal(1);
+    expect(outcomes.filter((o) => o.kind === 'created')).to.have.length(19);
+    expect(outcomes.filter((o) => o.kind === 'quota_exceeded')).to.have.length(11);
+    expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(20);
+    expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(20);
+    const perTransaction = await query(
+      'select count(*)::int as n from submission_changes where organization_id = ? group by xid order by n desc', [tenant.organizationId]);
+    expect(perTransaction[0].n).to.be.at.most(2); // the group's statement: as many as its one slot held (1 or 2)
   });
 
   it('stores each alone when the statement fails, so one submission cannot fail its neighbours', async () => {

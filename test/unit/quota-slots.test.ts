@@ -2,13 +2,11 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { splitAllowances } from '../../src/domain/quotas/quota';
 import { STORE_SUBMISSION_QUOTA_SLOTS } from '../../src/db/migrations/Migration20261123004000_store_submission_function';
-import { STORE_SUBMISSIONS_QUOTA_SLOTS } from '../../src/db/migrations/Migration20261123005000_store_submissions_group';
 import { afterUncounted, QUOTA_SLOTS } from '../../src/domain/submissions/store';
 
 describe('quota slots', () => {
-  it('are as many as the storing functions start from (a change needs a migration replacing store_submission and store_submissions)', () => {
+  it('are as many as the storing function starts from (a change needs a migration replacing store_submission)', () => {
     expect(STORE_SUBMISSION_QUOTA_SLOTS).to.equal(QUOTA_SLOTS);
-    expect(STORE_SUBMISSIONS_QUOTA_SLOTS).to.equal(QUOTA_SLOTS);
   });
 
   it('split a fresh month evenly, the remainder to the lowest slots, adding up to the quota', () => {

@@ -7,6 +7,7 @@ import {
   buildSubmissionDeletedEvent, buildSubmissionEvent, eventIdForSubmission, FORM_SUBMISSION_CREATED,
   FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, type LabelledField, type SubmissionSnapshot,
 } from '../webhooks/events';
+import { webhookListensSql } from '../webhooks/event-types';
 import type { CachedForm } from '../forms/form-cache';
 import { SUBMISSION_DELETED_TOPIC, type SubmissionDeletedFacts, type SubmissionFanout, type SubmissionRow } from './store';
 
@@ -56,8 +57,7 @@ async function load(tx: Em, submissionId: string): Promise<Loaded | null> {
             coalesce((select json_agg(json_build_object('id', ff.field_id, 'label', ff.label) order by ff.position, ff.pk)
                         from form_fields ff where ff.form_id = s.form_id), '[]') as fields,
             coalesce((select json_agg(w.id order by w.id) from webhooks w
-                       where w.organization_id = s.organization_id and w.enabled
-                         and (w.form_id is null or w.form_id = s.form_id) and w.events @> ?::jsonb), '[]') as webhook_ids
+                       where ${webhookListensSql('w', 's.organization_id', 's.form_id', '?::jsonb')}), '[]') as webhook_ids
        from submissions s join forms f on f.id = s.form_id
       where s.id = ?`,
     [JSON.stringify([SUBMISSION_CREATED]), submissionId],
@@ -117,8 +117,7 @@ update outbox set processed_at = now()
         case when jsonb_typeof(f.settings->'integrations') = 'array'
              then jsonb_array_length(f.settings->'integrations') > 0 else false end
         or exists (select 1 from webhooks w
-                    where w.organization_id = s.organization_id and w.enabled
-                      and (w.form_id is null or w.form_id = s.form_id) and w.events @> $3::jsonb)
+                    where ${webhookListensSql('w', 's.organization_id', 's.form_id', '$3::jsonb')})
         or exists (select 1 from webhook_deliveries d where d.event_id = $4 and d.status = 'pending')
         or exists (select 1 from crm_syncs c where c.submission_id = s.id and c.status = 'pending')))
 returning id`;
@@ -173,8 +172,7 @@ export async function fanOutDeletion(em: Em, job: { submissionId: string; outbox
     const [row] = await tx.execute(
       `select o.payload,
               coalesce((select json_agg(w.id order by w.id) from webhooks w
-                         where w.organization_id = o.payload->>'organizationId' and w.enabled
-                           and (w.form_id is null or w.form_id = o.payload->>'formId') and w.events @> ?::jsonb), '[]') as webhook_ids
+                         where ${webhookListensSql('w', "o.payload->>'organizationId'", "o.payload->>'formId'", '?::jsonb')}), '[]') as webhook_ids
          from outbox o where o.id = ? and o.topic = ?`,
       [JSON.stringify([SUBMISSION_DELETED]), job.outboxId, SUBMISSION_DELETED_TOPIC],
     );

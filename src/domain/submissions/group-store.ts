@@ -3,20 +3,22 @@ import { preparedQuery } from '../../db/prepared';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
 import { TickBatch } from '../../lib/tick-batch';
-import { insertSubmission, PLAN_QUOTAS_JSON, type InsertOutcome, type SubmissionRow } from './store';
+import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
+import { recordChangesSql } from './changes';
+import { insertSubmission, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, type InsertOutcome, type SubmissionRow } from './store';
 
 /** The most submissions one statement stores; more wait for the next. */
 export const MAX_GROUP = 64;
 
 /**
  * The single submissions of concurrent requests, stored together (group commit): those that reach
- * storing in the same turn of the event loop share one call of store_submissions
- * (Migration20261123005000_store_submissions_group), so one round trip, one transaction and one WAL
- * flush, with each submission still decided on its own and answered only once the call committed.
- * A submission the group could not settle alone goes on by itself through insertSubmission: the
+ * storing in the same turn of the event loop share one statement (STORE_SUBMISSIONS_SQL), so one
+ * round trip, one transaction and one WAL flush, with each submission still decided on its own and
+ * answered only once the statement committed.
+ * A submission the group could not settle goes on alone through insertSubmission: the
  * quota counted none for it (the free slots held fewer, the month is unsplit or full), or it might
  * fail a unique key (a payment intent, an idempotency key not claimed beforehand), which would undo
- * its neighbours. If the group's call fails, each submission is tried alone, so one cannot fail
+ * its neighbours. If the group's statement fails, each submission is tried alone, so one cannot fail
  * another.
  */
 export class SubmissionWriter {
@@ -73,7 +75,93 @@ interface GroupAnswer {
   quota_ok: number;
 }
 
-const STORE_SUBMISSIONS_SQL = 'select * from store_submissions($1::jsonb, $2::jsonb)';
+/**
+ * The group's statement ($1: the items, groupItem; $2: PLAN_QUOTAS_JSON), set-based so that its
+ * set-up is paid once for the lot: one read per (organization, form, month) of the organization's
+ * quota, the form and its webhooks; the claimed idempotency rows locked; then, per organization and
+ * month, one quota slot with room, taken as store_submission takes one (its own slot first, SKIP
+ * LOCKED: never waited for, so this cannot deadlock with another statement) and counted for as many
+ * of the eligible items as it holds, in item order. Only counted items are stored, with their
+ * deliveries, syncs, completed idempotency records and changes (in item order). It answers each
+ * item's checks as store_submission answers them; an item not counted (the slot held fewer, or the
+ * month's slots are unsplit or full) is stored alone by its caller.
+ */
+const STORE_SUBMISSIONS_SQL = `
+with items as (
+  select x.* from jsonb_to_recordset($1::jsonb) as x(seq int, org text, form text, form_updated timestamptz, month text,
+         id text, data jsonb, email text, name text, source text, created timestamptz, idem_key text, idem_body jsonb,
+         idem_token text, event_id text, event text, dlv_ids text[], syncs jsonb)
+), groups as (
+  select g.org, g.form, g.form_updated, g.month,
+         coalesce(o.monthly_quota, ($2::jsonb ->> o.plan)::int) as quota,
+         exists (select from forms f
+                  where f.id = g.form and f.organization_id = g.org and f.status = 'published'
+                    and f.deleted_at is null and f.updated_at = g.form_updated) as form_ok,
+         coalesce((select array_agg(w.id order by w.id) from webhooks w
+                    where ${webhookListensSql('w', 'g.org', 'g.form', `'${JSON.stringify([SUBMISSION_CREATED])}'::jsonb`)}), '{}') as hooks
+    from (select distinct org, form, form_updated, month from items) g
+    left join organizations o on o.id = g.org
+), held as (
+  select i.seq from items i join idempotency_keys k
+      on k.organization_id = i.org and k.key = i.idem_key and k.claim_token = i.idem_token and k.response_status is null
+   where i.idem_token is not null
+   order by k.organization_id, k.key
+     for update of k
+), decided as (
+  select i.seq, i.org, i.month, g.quota, g.hooks, g.form_ok,
+         (i.idem_token is null or exists (select from held h where h.seq = i.seq)) as idem_held,
+         cardinality(g.hooks) <= case when i.event is null then 0 else coalesce(cardinality(i.dlv_ids), 0) end as listeners_ok
+    from items i join groups g using (org, form, form_updated, month)
+), wanted as (
+  select d.org, d.month, d.quota, count(*)::int as n from decided d
+   where d.form_ok and d.idem_held and d.listeners_ok
+   group by d.org, d.month, d.quota
+), slot as materialized (
+  select w.org, w.month, s.slot, least(w.n, s.room) as take
+    from wanted w cross join lateral (
+      select s.slot, s.allowance - s.used as room from usage_counter_slots s
+       where s.organization_id = w.org and s.month = w.month and s.used < s.allowance and s.split_quota = w.quota
+       order by ${OWN_SLOT_ORDER}
+       limit 1
+         for update of s skip locked) s
+), counted as (
+  update usage_counter_slots u set used = u.used + slot.take
+    from slot
+   where u.organization_id = slot.org and u.month = slot.month and u.slot = slot.slot
+  returning slot.org, slot.month, slot.take
+), stored as (
+  select e.seq, e.hooks from (
+    select d.*, row_number() over (partition by d.org, d.month order by d.seq) as k
+      from decided d where d.form_ok and d.idem_held and d.listeners_ok) e
+    join counted c on c.org = e.org and c.month = e.month
+   where e.k <= c.take
+), sub as (
+  insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
+  select i.id, i.org, i.form, i.data, i.email, i.name, i.source, i.created from items i join stored s using (seq)
+  returning 1
+), idem as (
+  update idempotency_keys k set response_status = 201, response_body = i.idem_body, claim_token = null, lease_expires_at = null
+    from items i join stored s using (seq)
+   where i.idem_token is not null and k.organization_id = i.org and k.key = i.idem_key
+  returning 1
+), delivery as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now()
+    from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)
+   order by i.seq, h.n
+  returning 1
+), sync as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select c->>'id', i.org, i.form, i.id, (c->>'index')::int, c->>'integrationId', c->>'provider', 'pending', now()
+    from items i join stored s using (seq), jsonb_array_elements(coalesce(i.syncs, '[]')) c
+   order by i.seq
+  returning 1
+), ${recordChangesSql('created_change', 'submission.created',
+  'select i.org as organization_id, i.form as form_id, i.id as submission_id, i.created as occurred_at, i.seq from items i join stored s using (seq)')}
+select d.seq, d.form_ok::int as form_ok, d.idem_held::int as idem_held, d.listeners_ok::int as listeners_ok,
+       cardinality(d.hooks) as webhooks, (exists (select from stored s where s.seq = d.seq))::int as quota_ok
+  from decided d
+ order by d.seq`;
 
 /** Whether a row can share a statement: nothing in it can fail a unique key and undo the others. */
 export function groupable(row: SubmissionRow): boolean {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
-import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED } from '../webhooks/event-types';
+import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
 import { splitAllowances } from '../quotas/quota';
 import { recordChangesSql } from './changes';
 import type { SubmissionSource } from './entities';
@@ -90,7 +90,7 @@ const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_
 export const QUOTA_SLOTS = 16;
 
 /** Where this connection starts looking for a slot with room. */
-const OWN_SLOT_ORDER = `(s.slot - pg_backend_pid() % ${QUOTA_SLOTS} + ${QUOTA_SLOTS}) % ${QUOTA_SLOTS}`;
+export const OWN_SLOT_ORDER = `(s.slot - pg_backend_pid() % ${QUOTA_SLOTS} + ${QUOTA_SLOTS}) % ${QUOTA_SLOTS}`;
 
 /**
  * The organization's quota, whether the form is still the published one that was validated
@@ -116,8 +116,7 @@ const QUOTA_AND_FORM_SQL = `org as (
 /** The enabled webhooks of the organization subscribed to the created event of the form (or all forms), numbered. */
 const MATCHING_WEBHOOKS_SQL = `hooks as (
   select w.id, row_number() over (order by w.id)::int as n from webhooks w, p
-   where w.organization_id = p.org and w.enabled and (w.form_id is null or w.form_id = p.form)
-     and w.events @> '${JSON.stringify([SUBMISSION_CREATED])}'::jsonb
+   where ${webhookListensSql('w', 'p.org', 'p.form', `'${JSON.stringify([SUBMISSION_CREATED])}'::jsonb`)}
 )`;
 
 /**

@@ -6,3 +6,11 @@ export const SUBMISSION_CREATED = 'submission.created';
 export const FORM_SUBMISSION_CREATED = 'form.submission.created';
 export const SUBMISSION_DELETED = 'submission.deleted';
 export const FORM_SUBMISSION_DELETED = 'form.submission.deleted';
+
+/**
+ * SQL condition: webhook `w` (a table alias) is enabled and listens, for the form `form` of the
+ * organization `org` (SQL expressions), to an event in `events` (a jsonb array expression).
+ */
+export function webhookListensSql(w: string, org: string, form: string, events: string): string {
+  return `${w}.organization_id = ${org} and ${w}.enabled and (${w}.form_id is null or ${w}.form_id = ${form}) and ${w}.events @> ${events}`;
+}
