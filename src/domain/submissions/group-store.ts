@@ -5,7 +5,7 @@ import { metrics } from '../../lib/metrics';
 import { TickBatch } from '../../lib/tick-batch';
 import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
 import { recordChangesSql } from './changes';
-import { insertSubmission, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, type InsertOutcome, type SubmissionRow } from './store';
+import { insertSubmission, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, type InsertOutcome, type SubmissionRow } from './store';
 
 /** The most submissions one statement stores; more wait for the next. */
 export const MAX_GROUP = 64;
@@ -93,7 +93,7 @@ with items as (
          idem_token text, event_id text, event text, dlv_ids text[], syncs jsonb)
 ), groups as (
   select g.org, g.form, g.form_updated, g.month,
-         coalesce(o.monthly_quota, ($2::jsonb ->> o.plan)::int) as quota,
+         ${organizationQuotaSql('$2::jsonb')} as quota,
          exists (select from forms f
                   where f.id = g.form and f.organization_id = g.org and f.status = 'published'
                     and f.deleted_at is null and f.updated_at = g.form_updated) as form_ok,

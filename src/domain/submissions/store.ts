@@ -63,7 +63,18 @@ export type InsertOutcome =
   /** The claimed idempotency key's lease lapsed and another request holds it now: nothing was stored. */
   | { kind: 'idempotency_lost' };
 
-const PLAN_QUOTA_SQL = `case o.plan ${PLANS.map((p) => `when '${p}' then ${PLAN_LIMITS[p].monthlySubmissions}`).join(' ')} end`;
+
+/**
+ * Each plan's monthly submissions (config/plans.ts), passed to the storing statements as an
+ * argument rather than written into their text or the storing function's migration: the quotas stay
+ * this process's configuration, and a release changing PLAN_LIMITS needs no migration.
+ */
+export const PLAN_QUOTAS_JSON = JSON.stringify(Object.fromEntries(PLANS.map((p) => [p, PLAN_LIMITS[p].monthlySubmissions])));
+
+/** SQL: the monthly quota of organization `o`, with `planQuotas` the jsonb expression of PLAN_QUOTAS_JSON. */
+export function organizationQuotaSql(planQuotas: string): string {
+  return `coalesce(o.monthly_quota, (${planQuotas} ->> o.plan)::int)`;
+}
 
 /**
  * Why slots: one counter row per organization and month would be locked by every submission of
@@ -98,7 +109,7 @@ export const OWN_SLOT_ORDER = `(s.slot - pg_backend_pid() % ${QUOTA_SLOTS} + ${Q
  * split for that quota, `room` left in them.
  */
 const QUOTA_AND_FORM_SQL = `org as (
-  select coalesce(o.monthly_quota, ${PLAN_QUOTA_SQL}) as quota from organizations o, p where o.id = p.org
+  select ${organizationQuotaSql('p.plan_quotas')} as quota from organizations o, p where o.id = p.org
 ), form_ok as (
   select 1 from forms f, p
    where f.id = p.form and f.organization_id = p.org and f.status = 'published'
@@ -119,12 +130,6 @@ const MATCHING_WEBHOOKS_SQL = `hooks as (
    where ${webhookListensSql('w', 'p.org', 'p.form', `'${JSON.stringify([SUBMISSION_CREATED])}'::jsonb`)}
 )`;
 
-/**
- * Each plan's monthly submissions (config/plans.ts) for the storing function, which takes them as
- * an argument rather than having them written into its migration: the quotas stay this process's
- * configuration, and a release changing PLAN_LIMITS needs no migration.
- */
-export const PLAN_QUOTAS_JSON = JSON.stringify(Object.fromEntries(PLANS.map((p) => [p, PLAN_LIMITS[p].monthlySubmissions])));
 
 /**
  * One statement, so one implicit transaction and one round trip: the form is still what was
@@ -223,7 +228,7 @@ export async function splitQuotaSlots(em: Em, organizationId: string, month: str
       [organizationId, month],
     );
     const [org] = await tx.execute(
-      `select coalesce(o.monthly_quota, ${PLAN_QUOTA_SQL}) as quota from organizations o where o.id = ?`, [organizationId],
+      `select ${organizationQuotaSql('?::jsonb')} as quota from organizations o where o.id = ?`, [PLAN_QUOTAS_JSON, organizationId],
     );
     if (!org) return;
     if (slots.every((s) => s.split_quota === org.quota)) return;
@@ -349,7 +354,7 @@ export type BatchInsertOutcome =
 const INSERT_SUBMISSION_BATCH_SQL = `
 with p as (
   select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as source,
-         $7::boolean as decisive
+         $7::boolean as decisive, $8::jsonb as plan_quotas
 ), items as (
   select x.* from jsonb_to_recordset($6::jsonb) as x(seq int, id text, data jsonb, email text, name text,
          created timestamptz, intent text, idem_key text, idem_hash text, idem_body jsonb,
@@ -434,7 +439,7 @@ export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Pr
       result = await preparedQuery(orm.em, decisive ? 'insert_submission_batch_decisive' : 'insert_submission_batch',
         INSERT_SUBMISSION_BATCH_SQL, [
           first.organizationId, first.formId, first.formUpdatedAt.toISOString(), first.month, first.source, JSON.stringify(items),
-          decisive,
+          decisive, PLAN_QUOTAS_JSON,
         ]);
     } catch (err) {
       const constraint = violatedConstraint(err);
