@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { groupable, groupOutcome } from '../../src/domain/submissions/group-store';
+import { causedByAnItem, groupable, groupOutcome } from '../../src/domain/submissions/group-store';
 import type { SubmissionRow } from '../../src/domain/submissions/store';
 
 const row = (over: Partial<SubmissionRow> = {}): SubmissionRow => ({
@@ -38,5 +38,16 @@ describe('submissions stored together: which and what', () => {
     expect(groupOutcome(fanned, answer({ webhooks: 2 }))).to.deep.equal(
       { kind: 'created', deliveryIds: ['dlv_1', 'dlv_2'], syncIds: ['crm_1'], webhooks: 2 });
     expect(groupOutcome(row(), answer())).to.deep.equal({ kind: 'created', deliveryIds: [], syncIds: [], webhooks: 0 });
+  });
+});
+
+describe('submissions stored together: a failed statement', () => {
+  it('is tried again row by row only when a row may have caused it', () => {
+    expect(causedByAnItem({ code: '23505' })).to.equal(true); // unique violation
+    expect(causedByAnItem({ code: '22P02' })).to.equal(true); // a value refused
+    expect(causedByAnItem({ code: '57014' })).to.equal(false); // statement timeout
+    expect(causedByAnItem({ code: '55P03' })).to.equal(false); // lock timeout
+    expect(causedByAnItem(new Error('Connection terminated unexpectedly'))).to.equal(false);
+    expect(causedByAnItem(undefined)).to.equal(false);
   });
 });

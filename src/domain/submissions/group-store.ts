@@ -18,8 +18,8 @@ export const MAX_GROUP = 64;
  * A submission the group could not settle goes on alone through insertSubmission: the
  * quota counted none for it (the free slots held fewer, the month is unsplit or full), or it might
  * fail a unique key (a payment intent, an idempotency key not claimed beforehand), which would undo
- * its neighbours. If the group's statement fails, each submission is tried alone, so one cannot fail
- * another.
+ * its neighbours. If the group's statement fails for what one of them holds, each is tried alone,
+ * so one cannot fail another.
  */
 export class SubmissionWriter {
   private readonly batch = new TickBatch<SubmissionRow, Settled>((rows) => this.storeTogether(rows));
@@ -50,6 +50,9 @@ export class SubmissionWriter {
       answers = await preparedQuery<GroupAnswer>(this.orm.em, 'store_submissions', STORE_SUBMISSIONS_SQL,
         [JSON.stringify(rows.map(groupItem)), PLAN_QUOTAS_JSON]);
     } catch (err) {
+      // The database down, slow or out of connections fails them all alike: trying each alone would
+      // only make every request wait that long again.
+      if (!causedByAnItem(err)) return rows.map(() => Promise.resolve({ error: err }));
       this.logger.warn({ err: (err as Error).message, submissions: rows.length }, 'storing submissions together failed: storing each alone');
       return rows.map((row) => this.storeAlone(row));
     }
@@ -162,6 +165,15 @@ select d.seq, d.form_ok::int as form_ok, d.idem_held::int as idem_held, d.listen
        cardinality(d.hooks) as webhooks, (exists (select from stored s where s.seq = d.seq))::int as quota_ok
   from decided d
  order by d.seq`;
+
+/**
+ * Whether an error of the group's statement may come from one of its rows (a unique or other
+ * integrity violation, a value PostgreSQL refuses), so that the others could be stored without it.
+ */
+export function causedByAnItem(err: unknown): boolean {
+  const code = String((err as { code?: unknown })?.code ?? '');
+  return code.startsWith('23') || code.startsWith('22');
+}
 
 /** Whether a row can share a statement: nothing in it can fail a unique key and undo the others. */
 export function groupable(row: SubmissionRow): boolean {
