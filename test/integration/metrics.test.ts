@@ -71,6 +71,19 @@ describe('/metrics', () => {
     expect(sample(await scrape(), 'formservice_quota_rejections_total')).to.equal(before + 1);
   });
 
+  it('exports how many submissions each storing statement held', async () => {
+    const tenant = await createTenant(t.app);
+    const form = await createPublishedForm(t.url, tenant.key, [field('fld_name', 'text', 'Name')]);
+    const before = await scrape();
+    const answers = await Promise.all(Array.from({ length: 6 }, () =>
+      call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_name: 'x' } } })));
+    expect(answers.map((a) => a.status)).to.deep.equal(Array(6).fill(201));
+    const after = await scrape();
+    const delta = (name: string) => (sample(after, name) ?? 0) - (sample(before, name) ?? 0);
+    expect(delta('formservice_submission_store_group_size_sum')).to.equal(6);
+    expect(delta('formservice_submission_store_group_size_count')).to.be.within(1, 6);
+  });
+
   it('exports queue gauges and the outbox backlog once the sampler has run', async () => {
     const { producer } = t.app;
     await producer.add('webhooks', 'deliver', { deliveryId: 'dlv_m1' }, { jobId: 'deliver-dlv_m1' });
