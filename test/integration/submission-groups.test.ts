@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { createdFanout } from '../../src/domain/submissions/fanout';
+import { MAX_GROUP } from '../../src/domain/submissions/group-store';
 import { claimIdempotencyKey, type InsertOutcome, type SubmissionRow } from '../../src/domain/submissions/store';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';
@@ -62,6 +63,19 @@ describe('submissions stored together', () => {
     );
     expect(changes.map((c: any) => c.submission_id)).to.deep.equal(rows.map((r) => r.id));
     expect(new Set(changes.map((c: any) => c.xid)).size).to.equal(1);
+  });
+
+  it('stores more than MAX_GROUP at once in statements of at most MAX_GROUP, side by side', async () => {
+    const { tenant, form } = await tenantWithForm();
+    expect((await t.app.submissionWriter.store(rowFor(tenant, form, 'first'))).kind).to.equal('created');
+    const rows = Array.from({ length: 2 * MAX_GROUP + 3 }, (_, i) => rowFor(tenant, form, `m${i}`));
+    const { outcomes, groups } = await storeTogether(rows);
+    expect(groups).to.equal(3);
+    expect(outcomes.every((o) => o.kind === 'created')).to.equal(true);
+    expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(rows.length + 1);
+    const perTransaction = await query(
+      'select count(*)::int as n from submission_changes where organization_id = ? group by xid order by n desc', [tenant.organizationId]);
+    expect(perTransaction[0].n).to.be.at.most(MAX_GROUP);
   });
 
   it('answers each submission on its own: a changed form, a lost idempotency claim and unknown listeners store nothing of theirs', async () => {

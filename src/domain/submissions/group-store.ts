@@ -33,15 +33,15 @@ export class SubmissionWriter {
     return settled.outcome;
   }
 
+  /** Statements of at most MAX_GROUP rows each, run side by side. */
   private async storeTogether(rows: SubmissionRow[]): Promise<Settled[]> {
-    const settled: Array<Promise<Settled>> = [];
+    const groups: Array<Promise<Array<Promise<Settled>>>> = [];
     for (let start = 0; start < rows.length; start += MAX_GROUP) {
       const group = rows.slice(start, start + MAX_GROUP);
       metrics.submissionGroupSize.observe(group.length);
-      if (group.length === 1) settled.push(this.storeAlone(group[0]));
-      else settled.push(...(await this.storeGroup(group)));
+      groups.push(group.length === 1 ? Promise.resolve([this.storeAlone(group[0])]) : this.storeGroup(group));
     }
-    return Promise.all(settled);
+    return Promise.all((await Promise.all(groups)).flat());
   }
 
   private async storeGroup(rows: SubmissionRow[]): Promise<Array<Promise<Settled>>> {
