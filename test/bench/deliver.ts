@@ -23,7 +23,7 @@ import { benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench }
  * sweeps of owed work). The submission statement writes the delivery rows and the API queues their
  * jobs, so the submissions worker (deletions and outbox rows from before that) and the CRM worker
  * have nothing to do in this load and are not started.
- * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 3 --keys 60 --backlog 3000]
+ * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 3 --keys 60 --backlog 3000] (`--backlog 0` skips phase 2)
  */
 const RATES = benchArg('rates', process.argv.includes('--rate') ? benchArg('rate', '200') : '200,1000').split(',').map(Number);
 const DURATION_S = benchNumber('duration', 20);
@@ -199,6 +199,9 @@ async function main(): Promise<void> {
       });
     }
 
+    console.table(steady);
+    if (BACKLOG <= 0) return;
+
     // Phase 2: a backlog drained by the one webhooks worker process (stopped while the backlog is queued).
     await processes.pop()!.stop();
     const before = receiver.deliveries.length;
@@ -208,7 +211,6 @@ async function main(): Promise<void> {
     const drained = receiver.deliveries.slice(before);
     const drainSeconds = (drained[drained.length - 1].receivedAt - drained[0].receivedAt) / 1000;
 
-    console.table(steady);
     console.table([{
       phase: 'backlog drain, 1 webhooks worker', deliveries: BACKLOG,
       concurrency: loadConfig({ ...process.env, ...common }).webhookWorkerConcurrency,
