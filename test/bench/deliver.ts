@@ -32,9 +32,12 @@ const WARMUP_S = benchNumber('warmup', 3);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
 const KEYS = benchNumber('keys', Math.max(4, Math.ceil((Math.max(...RATES) * 60 * 2) / 2000)));
 const BACKLOG = benchNumber('backlog', 3000);
-/** `--profile DIR`: the API and webhooks worker processes write CPU profiles there when they stop. */
+/**
+ * `--profile DIR`: the API and webhooks worker processes write CPU profiles there when they stop;
+ * otherwise BENCH_NODE_ARGS are their node flags (e.g. `--perf-basic-prof`, to profile them with perf).
+ */
 const PROFILE_DIR = benchArg('profile', '');
-const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
 
