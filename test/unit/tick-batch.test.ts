@@ -21,3 +21,18 @@ describe('TickBatch', () => {
     expect(await batch.call(3)).to.equal(3);
   });
 });
+
+describe('TickBatch with a result per item settled on its own', () => {
+  it('answers each caller when its own part settles, a failed part failing only its callers', async () => {
+    let failSecond!: (err: Error) => void;
+    const second = new Promise<number>((_, reject) => { failSecond = reject; });
+    const batch = new TickBatch(async (items: number[]) => items.map((n) => (n === 2 ? second : Promise.resolve(n * 10))));
+    const calls = [batch.call(1), batch.call(2), batch.call(3)];
+    expect(await calls[0]).to.equal(10);
+    expect(await calls[2]).to.equal(30);
+    failSecond(new Error('its part failed'));
+    const [settled] = await Promise.allSettled([calls[1]]);
+    expect(settled.status).to.equal('rejected');
+    expect((settled as PromiseRejectedResult).reason.message).to.equal('its part failed');
+  });
+});

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { TickBatch } from '../../lib/tick-batch';
 
 export interface RateDecision {
   allowed: boolean;
@@ -34,11 +35,9 @@ export function decide(count: number, limit: number, windowEndMs: number, nowMs:
 /** Keeps one script run (which blocks Redis meanwhile) short. */
 const MAX_HITS_PER_CALL = 256;
 
-interface PendingHit {
+interface Hit {
   key: string;
   ttlMs: number;
-  resolve(count: number): void;
-  reject(err: unknown): void;
 }
 
 /**
@@ -53,7 +52,7 @@ interface PendingHit {
 export class RateLimiter {
   private readonly local = new Map<string, number>();
   private localWindow = -1;
-  private pending: PendingHit[] = [];
+  private readonly hits = new TickBatch<Hit, number>(async (hits) => this.incrementAll(hits));
 
   constructor(private readonly redis: Redis, private readonly onFallback: (err: unknown) => void = () => {}) {
     redis.defineCommand('formserviceRateHits', { lua: INCREMENT_SCRIPT });
@@ -65,7 +64,7 @@ export class RateLimiter {
     const key = `rl:${bucket}:${windowMs}:${window}`;
     let count: number;
     try {
-      count = await this.increment(key, windowMs + 1000);
+      count = await this.hits.call({ key, ttlMs: windowMs + 1000 });
     } catch (err) {
       this.onFallback(err);
       count = this.hitLocally(key, window);
@@ -73,27 +72,17 @@ export class RateLimiter {
     return decide(count, limit, windowEnd, nowMs);
   }
 
-  private increment(key: string, ttlMs: number): Promise<number> {
-    return new Promise((resolve, reject) => {
-      if (this.pending.push({ key, ttlMs, resolve, reject }) === 1) setImmediate(() => this.flush());
-    });
-  }
-
-  private flush(): void {
-    const batch = this.pending;
-    this.pending = [];
+  /** One script call per MAX_HITS_PER_CALL hits (per hit on a Cluster); each hit waits for its own call only. */
+  private incrementAll(hits: Hit[]): Array<Promise<number>> {
     const size = (this.redis as { isCluster?: boolean }).isCluster ? 1 : MAX_HITS_PER_CALL;
-    const groups: PendingHit[][] = [];
-    for (let i = 0; i < batch.length; i += size) groups.push(batch.slice(i, i + size));
-    for (const group of groups) {
-      const fail = (err: unknown) => group.forEach((hit) => hit.reject(err));
-      try {
-        (this.redis as any).formserviceRateHits(group.length, ...group.map((h) => h.key), ...group.map((h) => h.ttlMs))
-          .then((counts: number[]) => group.forEach((hit, i) => hit.resolve(counts[i])), fail);
-      } catch (err) {
-        fail(err);
-      }
+    const counts: Array<Promise<number>> = [];
+    for (let i = 0; i < hits.length; i += size) {
+      const group = hits.slice(i, i + size);
+      const answer = (async (): Promise<number[]> =>
+        (this.redis as any).formserviceRateHits(group.length, ...group.map((h) => h.key), ...group.map((h) => h.ttlMs)))();
+      group.forEach((_, j) => counts.push(answer.then((groupCounts) => groupCounts[j])));
     }
+    return counts;
   }
 
   private hitLocally(key: string, window: number): number {
