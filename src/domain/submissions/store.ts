@@ -182,8 +182,37 @@ export function afterUncounted(r: { slots_ready: boolean; slots_room: number }, 
   return !decisive && r.slots_room >= wanted ? 'decisive' : 'refuse';
 }
 
-export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
+/** A storing statement that counted nothing, with the month's slots as it saw them (afterUncounted decides). */
+interface Uncounted {
+  kind: 'uncounted';
+  slots_ready: boolean;
+  slots_room: number;
+}
+
+/**
+ * Runs a storing statement until it answers: when it counted nothing although the month may have
+ * room, the month's slots are split or the statement runs again waiting for them in turn
+ * (`decisive`); `refused` when the month is at quota.
+ */
+async function untilDecided<T extends { kind: string }>(
+  orm: Orm, organizationId: string, month: string, wanted: number,
+  run: (decisive: boolean) => Promise<T | Uncounted>, refused: T,
+): Promise<T> {
   for (let decisive = false, splits = 0; ;) {
+    const result = await run(decisive);
+    if (result.kind !== 'uncounted') return result as T;
+    const next = afterUncounted(result as Uncounted, wanted, decisive, splits);
+    if (next === 'refuse') return refused;
+    if (next === 'split') {
+      await splitQuotaSlots(orm.em.fork(), organizationId, month);
+      splits++;
+    }
+    decisive = next === 'decisive';
+  }
+}
+
+export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
+  return untilDecided<InsertOutcome>(orm, row.organizationId, row.month, 1, async (decisive) => {
     let result: any[];
     try {
       result = await preparedQuery(orm.em, decisive ? 'insert_submission_decisive' : 'insert_submission',
@@ -199,14 +228,8 @@ export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<In
     if (!r.idem_held) return { kind: 'idempotency_lost' };
     if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
     if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
-    const next = afterUncounted(r, 1, decisive, splits);
-    if (next === 'refuse') return { kind: 'quota_exceeded' };
-    if (next === 'split') {
-      await splitQuotaSlots(orm.em.fork(), row.organizationId, row.month);
-      splits++;
-    }
-    decisive = next === 'decisive';
-  }
+    return { kind: 'uncounted', slots_ready: r.slots_ready, slots_room: r.slots_room };
+  }, { kind: 'quota_exceeded' });
 }
 
 /**
@@ -433,7 +456,7 @@ export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Pr
     event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
     syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
   }));
-  for (let decisive = false, splits = 0; ;) {
+  return untilDecided<BatchInsertOutcome>(orm, first.organizationId, first.month, rows.length, async (decisive) => {
     let result: any[];
     try {
       result = await preparedQuery(orm.em, decisive ? 'insert_submission_batch_decisive' : 'insert_submission_batch',
@@ -450,14 +473,8 @@ export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Pr
     if (!r.form_ok) return { kind: 'form_changed' };
     if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
     if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
-    const next = afterUncounted(r, rows.length, decisive, splits);
-    if (next === 'refuse') return { kind: 'quota_short' };
-    if (next === 'split') {
-      await splitQuotaSlots(orm.em.fork(), first.organizationId, first.month);
-      splits++;
-    }
-    decisive = next === 'decisive';
-  }
+    return { kind: 'uncounted', slots_ready: r.slots_ready, slots_room: r.slots_room };
+  }, { kind: 'quota_short' });
 }
 
 /** The stored records among `keys` (expired ones count as absent). */
