@@ -5,7 +5,9 @@ import { metrics } from '../../lib/metrics';
 import { TickBatch } from '../../lib/tick-batch';
 import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
 import { recordChangesSql } from './changes';
-import { insertSubmission, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, type InsertOutcome, type SubmissionRow } from './store';
+import {
+  insertSubmission, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, submissionItem, type InsertOutcome, type SubmissionRow,
+} from './store';
 
 /** The most submissions one statement stores; more wait for the next. */
 export const MAX_GROUP = 64;
@@ -180,14 +182,11 @@ export function groupable(row: SubmissionRow): boolean {
   return row.paymentIntentId === null && (row.idempotency === null || !!row.idempotency.claimToken);
 }
 
+/** submissionItem with what a group's rows do not share: their organization, form, month, source and claim. */
 function groupItem(row: SubmissionRow, seq: number) {
   return {
-    seq, org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(), month: row.month,
-    id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, source: row.source,
-    created: row.createdAt.toISOString(), idem_key: row.idempotency?.key ?? null,
-    idem_body: row.idempotency?.responseBody ?? null, idem_token: row.idempotency?.claimToken ?? null,
-    event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null,
-    dlv_ids: row.fanout?.deliveryIds ?? null, syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
+    ...submissionItem(row, seq), org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(),
+    month: row.month, source: row.source, idem_token: row.idempotency?.claimToken ?? null,
   };
 }
 

@@ -446,16 +446,24 @@ select (select count(*) from form_ok)::int as form_ok,
        (select array_agg(id) from delivery) as delivery_ids,
        (select array_agg(id) from sync) as sync_ids`;
 
-/** Rows of one organization, form and month. */
-export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Promise<BatchInsertOutcome> {
-  const [first] = rows;
-  const items = rows.map((row, seq) => ({
+/**
+ * A row as an item of the statements storing many (jsonb_to_recordset reads the columns it names):
+ * what one submission brings, apart from what the statement takes once for all of them.
+ */
+export function submissionItem(row: SubmissionRow, seq: number) {
+  return {
     seq, id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, created: row.createdAt.toISOString(),
     intent: row.paymentIntentId, idem_key: row.idempotency?.key ?? null, idem_hash: row.idempotency?.requestHash ?? null,
     idem_body: row.idempotency?.responseBody ?? null,
     event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
     syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
-  }));
+  };
+}
+
+/** Rows of one organization, form and month. */
+export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Promise<BatchInsertOutcome> {
+  const [first] = rows;
+  const items = rows.map(submissionItem);
   return untilDecided<BatchInsertOutcome>(orm, first.organizationId, first.month, rows.length, async (decisive) => {
     let result: any[];
     try {
