@@ -3,13 +3,14 @@ import { preparedQuery } from '../../db/prepared';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
 import { TickBatch } from '../../lib/tick-batch';
-import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
+import { SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
 import { recordChangesSql } from './changes';
 import {
-  insertSubmission, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, submissionItem, type InsertOutcome, type SubmissionRow,
+  insertSubmission, newDeliveriesSql, newSyncsSql, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, submissionItem,
+  type InsertOutcome, type SubmissionRow,
 } from './store';
 
-/** The most submissions one statement stores; more wait for the next. */
+/** The most submissions one statement stores; more go in further statements beside it. */
 export const MAX_GROUP = 64;
 
 /**
@@ -149,19 +150,12 @@ with items as (
     from items i join stored s using (seq)
    where i.idem_token is not null and k.organization_id = i.org and k.key = i.idem_key
   returning 1
-), delivery as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
-  select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now()
-    from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)
-   order by i.seq, h.n
-  returning 1
-), sync as (
-  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
-  select c->>'id', i.org, i.form, i.id, (c->>'index')::int, c->>'integrationId', c->>'provider', 'pending', now()
-    from items i join stored s using (seq), jsonb_array_elements(coalesce(i.syncs, '[]')) c
-   order by i.seq
-  returning 1
-), ${recordChangesSql('created_change', 'submission.created',
+), ${newDeliveriesSql('delivery', `select i.dlv_ids[h.n] as id, h.id as webhook_id, i.org as organization_id, i.event_id,
+         i.event as payload, i.seq, h.n
+    from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)`)
+}, ${newSyncsSql('sync', `select c as sync, i.org as organization_id, i.form as form_id, i.id as submission_id, i.seq
+    from items i join stored s using (seq), jsonb_array_elements(coalesce(i.syncs, '[]')) c`)
+}, ${recordChangesSql('created_change', 'submission.created',
   'select i.org as organization_id, i.form as form_id, i.id as submission_id, i.created as occurred_at, i.seq from items i join stored s using (seq)')}
 select d.seq, d.form_ok::int as form_ok, d.idem_held::int as idem_held, d.listeners_ok::int as listeners_ok,
        cardinality(d.hooks) as webhooks, (exists (select from stored s where s.seq = d.seq))::int as quota_ok

@@ -77,6 +77,37 @@ export function organizationQuotaSql(planQuotas: string): string {
 }
 
 /**
+ * A CTE named `name` writing one pending delivery of a created submission's event per row of
+ * `source`, a select yielding `id, webhook_id, organization_id, event_id, payload, seq, n` (n: the
+ * webhook's place among the submission's), in (seq, n) order; it returns the delivery ids.
+ */
+export function newDeliveriesSql(name: string, source: string): string {
+  return `${name} as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select d.id, d.webhook_id, d.organization_id, d.event_id, '${FORM_SUBMISSION_CREATED}', d.payload, 'pending', now()
+    from (${source}) d
+   order by d.seq, d.n
+  returning id
+)`;
+}
+
+/**
+ * A CTE named `name` writing one pending CRM sync per row of `source`, a select yielding `sync` (a
+ * sync of SubmissionFanout, as jsonb), `organization_id, form_id, submission_id, seq`, in seq order;
+ * it returns the sync ids.
+ */
+export function newSyncsSql(name: string, source: string): string {
+  return `${name} as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select c.sync->>'id', c.organization_id, c.form_id, c.submission_id, (c.sync->>'index')::int, c.sync->>'integrationId',
+         c.sync->>'provider', 'pending', now()
+    from (${source}) c
+   order by c.seq
+  returning id
+)`;
+}
+
+/**
  * Why slots: one counter row per organization and month would be locked by every submission of
  * the organization from its update until its commit (a WAL flush), so one organization could
  * never store more than one submission per commit time, whatever the number of API processes.
@@ -424,17 +455,11 @@ with p as (
   insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
   select p.org, s.idem_key, s.idem_hash, 201, s.idem_body from p, stored s where s.idem_key is not null
   returning 1
-), delivery as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
-  select s.dlv_ids[h.n], h.id, p.org, s.event_id, '${FORM_SUBMISSION_CREATED}', s.event, 'pending', now()
-    from p, stored s, hooks h order by s.seq, h.n
-  returning id
-), sync as (
-  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
-  select x->>'id', p.org, p.form, s.id, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending', now()
-    from p, stored s, jsonb_array_elements(coalesce(s.syncs, '[]')) x order by s.seq
-  returning id
-), ${recordChangesSql('created_change', 'submission.created',
+), ${newDeliveriesSql('delivery',
+  'select s.dlv_ids[h.n] as id, h.id as webhook_id, p.org as organization_id, s.event_id, s.event as payload, s.seq, h.n from p, stored s, hooks h')
+}, ${newSyncsSql('sync', `select x as sync, p.org as organization_id, p.form as form_id, s.id as submission_id, s.seq
+  from p, stored s, jsonb_array_elements(coalesce(s.syncs, '[]')) x`)
+}, ${recordChangesSql('created_change', 'submission.created',
   'select p.org as organization_id, p.form as form_id, s.id as submission_id, s.created as occurred_at, s.seq from p, stored s')}
 select (select count(*) from form_ok)::int as form_ok,
        (select count(*) from stored)::int as quota_ok,
