@@ -34,7 +34,7 @@ describe('batch submissions (POST /v1/forms/{formId}/submissions/batch)', () => 
     call(t.url, 'POST', `/v1/forms/${formId}/submissions/batch`, { key, body, headers });
   const single = (formId: string, body: unknown, key = tenant.key) =>
     call(t.url, 'POST', `/v1/forms/${formId}/submissions`, { key, body });
-  const query = async (sql: string, params: unknown[] = []) => t.app.orm.em.fork().getConnection().execute(sql, params);
+  const query = (sql: string, params: unknown[] = []) => t.query(sql, params);
   const count = async (formId: string) => (await query('select count(*)::int as n from submissions where form_id = ?', [formId]))[0].n;
   const item = (name: string) => ({ data: { fld_name: name } });
 

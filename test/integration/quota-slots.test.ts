@@ -20,7 +20,7 @@ describe('monthly quota in slots', () => {
   });
   after(async () => t.close());
 
-  const query = async (sql: string, params: unknown[] = []) => t.app.orm.em.fork().getConnection().execute(sql, params);
+  const query = (sql: string, params: unknown[] = []) => t.query(sql, params);
   const slotsOf = async (organizationId: string) => query(
     'select slot, used, allowance, split_quota from usage_counter_slots where organization_id = ? and month = ? order by slot',
     [organizationId, month],

@@ -7,7 +7,7 @@ import { newId } from '../../src/lib/ids';
 import { metrics } from '../../src/lib/metrics';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
-/** Single submissions of concurrent requests stored together (SubmissionWriter, store_submissions). */
+/** Single submissions of concurrent requests stored together (SubmissionWriter, STORE_SUBMISSIONS_SQL). */
 describe('submissions stored together', () => {
   let t: TestApp;
   const month = quotaMonth(new Date());
@@ -17,7 +17,7 @@ describe('submissions stored together', () => {
   });
   after(async () => t.close());
 
-  const query = async (sql: string, params: unknown[] = []) => t.app.orm.em.fork().getConnection().execute(sql, params);
+  const query = (sql: string, params: unknown[] = []) => t.query(sql, params);
   const count = async (sql: string, params: unknown[]) => (await query(sql, params))[0].n as number;
 
   async function tenantWithForm(monthlyQuota: number | null = null) {

@@ -9,6 +9,8 @@ export interface TestApp {
   app: AppContext;
   http: RunningHttp;
   url: string;
+  /** A raw SQL statement on the service's database (`?` placeholders), for what a test checks behind the API. */
+  query(sql: string, params?: unknown[]): Promise<any[]>;
   close(): Promise<void>;
 }
 
@@ -23,6 +25,7 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { log
   const url = `http://127.0.0.1:${http.port}`;
   return {
     app, http, url,
+    query: async (sql, params = []) => app.orm.em.fork().getConnection().execute(sql, params),
     async close() {
       await http.drain();
       await app.close();
