@@ -6,8 +6,8 @@ import { TickBatch } from '../../lib/tick-batch';
 import { SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
 import { recordChangesSql } from './changes';
 import {
-  insertSubmission, newDeliveriesSql, newSyncsSql, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, submissionItem,
-  type InsertOutcome, type SubmissionRow,
+  insertSubmission, newDeliveriesSql, newSyncsSql, organizationQuotaSql, OWN_SLOT_ORDER, PLAN_QUOTAS_JSON, refusedBeforeQuota,
+  submissionItem, type InsertOutcome, type SubmissionRow,
 } from './store';
 
 /** The most submissions one statement stores; more go in further statements beside it. */
@@ -189,9 +189,8 @@ function groupItem(row: SubmissionRow, seq: number) {
  * counted it not: the row is then stored alone, which splits or waits for the slots before refusing.
  */
 export function groupOutcome(row: SubmissionRow, answer: GroupAnswer): InsertOutcome | null {
-  if (!answer.form_ok) return { kind: 'form_changed' };
-  if (!answer.idem_held) return { kind: 'idempotency_lost' };
-  if (!answer.listeners_ok) return { kind: 'listeners_unknown', webhooks: answer.webhooks };
+  const refused = refusedBeforeQuota(answer);
+  if (refused) return refused;
   if (!answer.quota_ok) return null;
   return {
     kind: 'created',

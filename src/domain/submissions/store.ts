@@ -213,6 +213,18 @@ export function afterUncounted(r: { slots_ready: boolean; slots_room: number }, 
   return !decisive && r.slots_room >= wanted ? 'decisive' : 'refuse';
 }
 
+/**
+ * What a single submission's storing statement answers before the quota, in the order clients see
+ * it: a changed form, a lost idempotency claim, webhooks it brought no delivery for; null when
+ * only the quota is left to decide. The group statement answers each of its rows the same way.
+ */
+export function refusedBeforeQuota(r: { form_ok: number; idem_held: number; listeners_ok: number; webhooks: number }): InsertOutcome | null {
+  if (!r.form_ok) return { kind: 'form_changed' };
+  if (!r.idem_held) return { kind: 'idempotency_lost' };
+  if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
+  return null;
+}
+
 /** A storing statement that counted nothing, with the month's slots as it saw them (afterUncounted decides). */
 interface Uncounted {
   kind: 'uncounted';
@@ -255,9 +267,8 @@ export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<In
       throw err;
     }
     const [r] = result;
-    if (!r.form_ok) return { kind: 'form_changed' };
-    if (!r.idem_held) return { kind: 'idempotency_lost' };
-    if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
+    const refused = refusedBeforeQuota(r);
+    if (refused) return refused;
     if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
     return { kind: 'uncounted', slots_ready: r.slots_ready, slots_room: r.slots_room };
   }, { kind: 'quota_exceeded' });
