@@ -63,10 +63,12 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
     return worker;
   });
   await Promise.all(workers.map((w) => w.waitUntilReady()));
-  for (const init of queues.map((q) => PROCESSORS_INIT[q]).filter(Boolean)) await init!(app);
+  const stops: Array<() => void> = [];
+  for (const init of queues.map((q) => PROCESSORS_INIT[q]).filter(Boolean)) stops.push(await init!(app));
   return {
     workers,
     async close() {
+      for (const stop of stops) stop();
       const closing = Promise.all(workers.map((w) => w.close()));
       const deadline = new Promise((resolve) => setTimeout(resolve, CLOSE_DEADLINE_MS).unref());
       await Promise.race([closing, deadline]);

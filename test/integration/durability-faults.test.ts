@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import IORedis from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { initOrm, type Orm } from '../../src/db/orm';
@@ -217,6 +218,79 @@ describe('durability faults (real processes)', function () {
     } finally {
       await receiver.close();
     }
+  });
+
+  /**
+   * Redis loses its data while every connection stays up: three deliveries wait for their retry
+   * (the receiver answered 503), then `lose` empties Redis in its own way. No process restarts;
+   * within two sweep intervals the schedules are back, and the sweep delivers each one once.
+   */
+  async function dataLostWhileConnected(fault: string, lose: (redisUrl: string, prefix: string) => Promise<void>) {
+    const redis = await ownRedis();
+    redises.push(redis);
+    await redis.start();
+    const prefix = freshPrefix();
+    const env = { REDIS_URL: redis.url, QUEUE_PREFIX: prefix, WEBHOOK_RETRY_DELAYS_MS: '5000,5000,5000', OWED_SWEEP_INTERVAL_MS: '1000' };
+    const { receiver, state } = await flakyReceiver({ healthy: false });
+    try {
+      const service = await api(env);
+      const workers = await worker(env);
+      const { tenant, formId } = await tenantWithForm(service.url, receiver.url);
+      const ledger = new Ledger();
+      for (let i = 0; i < 3; i++) expect(await ledger.submit(service, tenant, formId)).to.equal(201);
+      await waitUntil('first attempts', async () => {
+        const [row] = await orm.em.fork().execute(
+          `select count(*)::int as n from webhook_deliveries where organization_id = ? and status = 'pending' and attempts = 1`, [tenant.organizationId]);
+        return row.n === 3;
+      }, 20_000);
+
+      await lose(redis.url, prefix);
+      state.healthy = true;
+      // Their retry jobs are gone with the data: only the restored sweep can queue them again.
+      await waitForDelivered(orm, ledger, state.accepted, 20_000);
+      const result = await tally(orm, ledger, receiver, state.accepted);
+      report(fault, result);
+      expectWhole(result);
+      expect(result.delivered).to.equal(3);
+      expect(result.duplicates).to.equal(0);
+      expect(workers.child.exitCode, 'the worker process kept running').to.equal(null);
+      const scheduled = new IORedis(redis.url);
+      try {
+        const names = await scheduled.zrange(`${prefix}:usage:repeat`, 0, -1);
+        expect(names).to.include.members(['relay-outbox', 'sweep-owed', 'maintenance', 'rollup-usage']);
+      } finally {
+        scheduled.disconnect();
+      }
+    } finally {
+      await receiver.close();
+    }
+  }
+
+  it('Redis emptied by FLUSHALL while connected: the schedules come back and every owed delivery goes out once', async () => {
+    await dataLostWhileConnected('FLUSHALL while connected', async (url) => {
+      const client = new IORedis(url);
+      try {
+        expect(await client.flushall()).to.equal('OK');
+      } finally {
+        client.disconnect();
+      }
+    });
+  });
+
+  it('the usage schedules and the webhook queue evicted with DEL: restored without a reconnect, every owed delivery goes out once', async () => {
+    await dataLostWhileConnected('scheduler and webhook queue keys deleted', async (url, prefix) => {
+      const client = new IORedis(url);
+      try {
+        const schedules = await client.keys(`${prefix}:usage:repeat*`);
+        const retries = await client.keys(`${prefix}:webhooks:*`);
+        expect(schedules).to.include(`${prefix}:usage:repeat`);
+        expect(retries).to.include(`${prefix}:webhooks:delayed`);
+        await client.del(...schedules, ...retries);
+        expect(await client.exists(`${prefix}:usage:repeat`, `${prefix}:webhooks:delayed`)).to.equal(0);
+      } finally {
+        client.disconnect();
+      }
+    });
   });
 
   it('Redis down before the API starts: requests answer within 5 s, and everything goes out once Redis is up', async () => {

@@ -15,7 +15,7 @@ export const PROCESSORS: { [Q in QueueName]: Record<JobName<Q>, Processor> } = {
   usage: { 'relay-outbox': relay, 'rollup-usage': rollup, 'maintenance': maintenance, 'sweep-owed': sweep },
 };
 
-/** Per-queue start-up work (e.g. scheduling repeatable jobs). */
-export const PROCESSORS_INIT: Partial<Record<QueueName, (app: AppContext) => Promise<void>>> = {
+/** Per-queue start-up work (e.g. scheduling repeatable jobs); what it answers stops its timers. */
+export const PROCESSORS_INIT: Partial<Record<QueueName, (app: AppContext) => Promise<() => void>>> = {
   usage: scheduleUsageJobs,
 };

@@ -9,20 +9,34 @@ import { usageSchedule } from '../../src/queues/catalogue';
 
 /**
  * Repeatable jobs; upsertJobScheduler is idempotent, so every usage worker process may call it. The
- * schedules live in Redis: each time the connection opens again they are written anew, so a Redis
- * that came back empty still runs the relay and the sweep that recover what it forgot.
+ * schedules live in Redis, which may forget them: written anew each time the connection opens again
+ * (a Redis that came back empty), and looked for every sweep interval (a Redis that lost its data
+ * while connected: FLUSHALL, eviction, a failover that keeps the address), so the relay and the sweep
+ * that recover what Redis forgot always run again. Answers a stop for the periodic look.
  */
-export async function scheduleUsageJobs(app: AppContext): Promise<void> {
+export async function scheduleUsageJobs(app: AppContext): Promise<() => void> {
   const queue = app.producer.queue('usage');
+  const schedule = Object.entries(usageSchedule(app.config));
+  const upsert = (name: string, every: number) => queue.upsertJobScheduler(name, { every }, { name, data: {} });
   const upsertAll = async () => {
-    for (const [name, every] of Object.entries(usageSchedule(app.config))) {
-      await queue.upsertJobScheduler(name, { every }, { name, data: {} });
+    for (const [name, every] of schedule) await upsert(name, every);
+  };
+  const restoreMissing = async () => {
+    for (const [name, every] of schedule) {
+      if (await queue.getJobScheduler(name)) continue;
+      app.logger.warn({ scheduler: name }, 'a usage job schedule was missing from Redis; written again');
+      await upsert(name, every);
     }
   };
   await upsertAll();
   app.producer.onConnected(() => {
     upsertAll().catch((err) => app.logger.warn({ err: err.message }, 'cannot restore the usage job schedules'));
   });
+  const timer = setInterval(() => {
+    app.producer.bounded(restoreMissing).catch((err) => app.logger.warn({ err: err.message }, 'cannot check the usage job schedules'));
+  }, app.config.owedSweepIntervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 export const relay = async (app: AppContext) => ({ relayed: await relayOutbox(app), unqueued: await sweepUnqueued(app) });
