@@ -465,10 +465,10 @@ describe('deploy/', () => {
     const runtime = lastStage(instructions);
     const argsOf = (op: string, stage = runtime) => stage.filter((i) => i.op === op).map((i) => i.args);
 
-    it('builds in one node:20-bookworm-slim stage and runs in another', () => {
+    it('builds in one node:24-bookworm-slim stage and runs in another', () => {
       const froms = argsOf('FROM', instructions);
       expect(froms).to.have.length.of.at.least(2);
-      for (const from of froms) expect(from).to.match(/^node:20-bookworm-slim\b/);
+      for (const from of froms) expect(from).to.match(/^node:24-bookworm-slim\b/);
       const runs = argsOf('RUN', instructions).join(' && ');
       expect(runs).to.include('npm ci').and.include('npm run build').and.include('npm prune --omit=dev');
     });
