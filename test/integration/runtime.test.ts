@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import http from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call, fieldInput } from '../support/harness';
@@ -12,6 +14,27 @@ const pinnedBinary = path.join(path.dirname(require.resolve('node/package.json')
 
 /** What Node prints when code uses a deprecated or experimental API: `(node:123) [DEP0111] DeprecationWarning: …`. */
 const RUNTIME_WARNING = /DeprecationWarning|ExperimentalWarning|\(node:\d+\) (\[\w+\] )?Warning/;
+
+/** An idle keep-alive connection is announced with the configured timeout and closed by the server after it. */
+async function expectIdleSocketClosed(port: number): Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const { header, socket } = await new Promise<{ header: string | undefined; socket: Socket }>((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port, path: '/healthz', agent }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ header: res.headers['keep-alive'] as string | undefined, socket: req.socket! }));
+      });
+      req.on('error', reject);
+    });
+    expect(header).to.equal('timeout=1');
+    await new Promise<void>((resolve, reject) => {
+      const bound = setTimeout(() => reject(new Error('the idle keep-alive socket was never closed')), 15_000);
+      socket.once('close', () => { clearTimeout(bound); resolve(); });
+    });
+  } finally {
+    agent.destroy();
+  }
+}
 
 describe('runtime: the pinned Node.js 24 LTS (CONTRACT §18)', function () {
   this.timeout(60_000);
@@ -28,6 +51,7 @@ describe('runtime: the pinned Node.js 24 LTS (CONTRACT §18)', function () {
     // Warnings are on (the other tests' children run with NODE_NO_WARNINGS=1).
     const env: NodeJS.ProcessEnv = {
       ...process.env, DATABASE_URL: databaseUrl, HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: '0', LOG_LEVEL: 'warn',
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: '1500',
     };
     delete env.NODE_NO_WARNINGS;
     delete env.NODE_OPTIONS;
@@ -58,6 +82,10 @@ describe('runtime: the pinned Node.js 24 LTS (CONTRACT §18)', function () {
       expect(script, 'the hosted page loads its script').to.be.a('string');
       expect((await fetch(new URL(script!, base))).status).to.equal(200);
       expect((await fetch(`${base}/embed.js`)).status).to.equal(200);
+      const tooLarge = await call(base, 'POST', `/v1/forms/${formId}/submissions`, { key, body: { data: { fld_a: 'x'.repeat(1_100_000) } } });
+      expect(tooLarge.status).to.equal(413);
+      expect(tooLarge.body).to.have.property('error');
+      await expectIdleSocketClosed(port);
     } finally {
       if (child.exitCode === null) child.kill('SIGTERM');
       expect(await exited).to.equal(0);
