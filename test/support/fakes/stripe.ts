@@ -387,7 +387,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
   origin = server.origin;
 
   function authorizePage(res: http.ServerResponse, id: string): void {
-    const html = `<!doctype html><html><head><meta name="viewport" content="width=device-width, initial-scale=1"><title>3D Secure test page</title></head>
+    const html = `<!doctype html><html><head><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><title>3D Secure test page</title></head>
 <body style="font-family: sans-serif; padding: 1rem"><h1>3D Secure 2 test page</h1>
 <p>This is a stand-in for your bank's authentication page.</p>
 <form method="post" action="/3ds/complete"><input type="hidden" name="payment_intent" value="${id.replace(/[^A-Za-z0-9_]/g, '')}">
