@@ -181,6 +181,20 @@ describe('paying on the hosted page with Stripe\'s Payment Element (browser)', f
     expect(await storedFor(intentId)).to.have.length(0);
   });
 
+  it('a payment that went through though its answer was lost is not charged again: the submission goes on', async () => {
+    const intent = intentOfPage();
+    await page.goto(`${t.url}/f/${form.id}`);
+    const intentId = await intent;
+    await page.locator('#fs-fld_name-input').fill('Annie Easley');
+    await fillCard(page, TEST_CARDS.good);
+    // As if an earlier confirmation reached Stripe and its answer never came back.
+    stripe.setIntentStatus(intentId, 'succeeded');
+    await page.getByRole('button', { name: 'Pay and register' }).click();
+    await page.getByText('Thank you!').waitFor();
+    expect(await storedFor(intentId)).to.have.length(1);
+    expect(stripe.refunds.filter((r) => r.paymentIntent === intentId)).to.have.length(0);
+  });
+
   describe('embedded on another site', () => {
     let host: LoopbackServer;
     before(async () => {

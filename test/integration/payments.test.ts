@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { PAYMENT_INTENTS_PER_FORM_PER_MINUTE } from '../../src/http/routes/public';
 import { refundUnclaimedIntent, sweepAbandonedPayments } from '../../src/domain/payments/refunds';
 import { refundIdempotencyKey } from '../../src/domain/payments/stripe';
+import { createLogger } from '../../src/lib/logger';
 import { metrics } from '../../src/lib/metrics';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
@@ -19,13 +20,14 @@ describe('payments made on the hosted page (§19)', function () {
   let t: TestApp;
   let tenant: TestTenant;
   let form: any;
+  const logLines: Array<Record<string, any>> = [];
 
   before(async () => {
     stripe = await startFakeStripe();
     t = await startTestApp({
       STRIPE_API_BASE: stripe.url, STRIPE_SECRET_KEY: stripe.secretKey, STRIPE_PUBLISHABLE_KEY: stripe.publishableKey,
       TRUSTED_PROXIES: '127.0.0.1,::1',
-    });
+    }, { logger: createLogger('info', { write: (line: string) => { logLines.push(JSON.parse(line)); } }) });
     tenant = await createTenant(t.app);
     form = await createPublishedForm(t.url, tenant.key, [NAME, PAY]);
   });
@@ -216,6 +218,9 @@ describe('payments made on the hosted page (§19)', function () {
       expect(row).to.include({ state: 'refunded', refund_id: refunds[0].id });
       expect(row.refunded_at).to.not.equal(null);
       expect(await refundsCounted('refused_submission')).to.equal(counted + 1);
+      const logged = logLines.filter((line) => line.msg === 'payment refunded: no stored submission holds it' && line.paymentIntentId === intent);
+      expect(logged).to.have.length(1);
+      expect(logged[0]).to.include({ refundId: refunds[0].id, formId: fullForm.id, amount: 1500, currency: 'eur', reason: 'refused_submission', level: 30 });
 
       // The organization gets room again: the refunded payment still backs no submission.
       await t.query('update organizations set monthly_quota = null where id = ?', [full.organizationId]);

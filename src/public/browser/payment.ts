@@ -251,8 +251,10 @@ export class PaymentFields {
         elements: slot.elements!, redirect: 'if_required', confirmParams: { return_url: this.returnUrl() },
       }).catch((): { error?: StripeError; paymentIntent?: StripeIntent } => ({ error: { message: NOT_COMPLETED } }));
       storage()?.removeItem(this.keyName);
-      const intent = result.paymentIntent;
-      if (result.error || !intent || intent.status !== 'succeeded') {
+      // The payment may have gone through though its answer was lost: Stripe has the last word.
+      const intent = result.paymentIntent || (result.error && result.error.type !== 'card_error' && result.error.type !== 'validation_error'
+        ? await this.latest(stripe, slot) : undefined);
+      if (!intent || intent.status !== 'succeeded') {
         const message = (result.error && result.error.message) || (intent && intent.status === 'processing' ? PROCESSING : NOT_COMPLETED);
         slot.control.setError(message);
         return { kind: 'declined', control: slot.control };
@@ -260,6 +262,11 @@ export class PaymentFields {
       slot.paid = true;
     }
     return { kind: 'paid' };
+  }
+
+  private async latest(stripe: StripeClient, slot: Slot): Promise<StripeIntent | undefined> {
+    const answer = await stripe.retrievePaymentIntent(slot.intent!.clientSecret).catch(() => null);
+    return answer && answer.paymentIntent && answer.paymentIntent.status === 'succeeded' ? answer.paymentIntent : undefined;
   }
 
   private keep(body: SubmissionBody, slot: Slot): void {
