@@ -38,8 +38,11 @@ describe('payments made on the hosted page (§19)', function () {
 
   const newIntent = async (formId = form.id, headers: Record<string, string> = {}) =>
     call(t.url, 'POST', `/public/forms/${formId}/payments`, { body: { fieldId: 'fld_pay' }, headers });
+  let clients = 0;
+  /** Each from its own client address: the tests make more intents than one client may in a minute. */
   const paidIntent = async (formId = form.id) => {
-    const res = await newIntent(formId);
+    clients++;
+    const res = await newIntent(formId, { 'X-Forwarded-For': `10.9.${clients >> 8}.${clients & 255}` });
     expect(res.status, res.text).to.equal(201);
     stripe.setIntentStatus(res.body.paymentIntentId, 'succeeded');
     return res.body.paymentIntentId as string;
@@ -228,6 +231,25 @@ describe('payments made on the hosted page (§19)', function () {
       expect(again.status).to.equal(409);
       expect((await submitPublic(fullForm.id, { fld_name: 'Ada', fld_pay: intent })).status).to.equal(409);
       expect(stripe.refunds.filter((r) => r.paymentIntent === intent)).to.have.length(1);
+    });
+
+    it('refunds at once on the API too (402 of the caller\'s own form)', async () => {
+      const full = await createTenant(t.app, { monthlyQuota: 0 });
+      const fullForm = await createPublishedForm(t.url, full.key, [NAME, PAY]);
+      const intent = await paidIntent(fullForm.id);
+      const res = await call(t.url, 'POST', `/v1/forms/${fullForm.id}/submissions`, { key: full.key, body: { data: { fld_name: 'Ada', fld_pay: intent } } });
+      expect(res.status).to.equal(402);
+      expect(stripe.refunds.filter((r) => r.paymentIntent === intent)).to.have.length(1);
+      expect((await intentRow(intent)).state).to.equal('refunded');
+    });
+
+    it('another organization naming the form (404) refunds nothing', async () => {
+      const intent = await paidIntent();
+      const stranger = await createTenant(t.app);
+      const res = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: stranger.key, body: { data: { fld_name: 'Ada', fld_pay: intent } } });
+      expect(res.status).to.equal(404);
+      expect(stripe.refunds.filter((r) => r.paymentIntent === intent)).to.have.length(0);
+      expect((await intentRow(intent)).state).to.equal('open');
     });
 
     it('refunds at once when the form was unpublished while the person paid (404)', async () => {

@@ -87,12 +87,12 @@ export async function refundUnclaimedIntent(deps: PaymentDeps, intentId: string,
 
 /**
  * A submission carrying a payment the service made was refused for good (402, form gone or
- * unpublished): refund it now. Only an intent recorded for this very form and still open is
+ * unpublished): refund it now. `submitted` is the submission's values (`values` / `data`). Only an intent recorded for this very form and still open is
  * looked at, so a stranger cannot make this call Stripe about anything else. Stripe being down is
  * logged and left to the maintenance job.
  */
-export async function refundPaymentsOfRefusedSubmission(deps: PaymentDeps, formId: string, body: unknown): Promise<void> {
-  const values = isPlainObject(body) && isPlainObject(body.values) ? body.values : null;
+export async function refundPaymentsOfRefusedSubmission(deps: PaymentDeps, formId: string, submitted: unknown): Promise<void> {
+  const values = isPlainObject(submitted) ? submitted : null;
   if (!values || !deps.config.stripeSecretKey) return;
   const candidates = Object.values(values).filter((v): v is string => typeof v === 'string' && PAYMENT_INTENT_ID.test(v)).slice(0, 5);
   if (!candidates.length) return;
@@ -141,8 +141,9 @@ export async function sweepAbandonedPayments(deps: PaymentDeps): Promise<Payment
       if (outcome === 'refunded') report.paymentsRefunded++;
       if (outcome === 'canceled') report.paymentIntentsCanceled++;
     } catch (err) {
-      if (!(err instanceof PaymentBackendUnavailable)) throw err;
-      deps.logger.warn({ err: err.message }, 'payment sweep stopped: Stripe unavailable; the next run goes on');
+      // Unreachable, or refusing the key: nothing more can be settled in this run.
+      if (!(err instanceof PaymentBackendUnavailable || err instanceof StripeError)) throw err;
+      deps.logger.warn({ paymentIntentId: id, err: err.message }, 'payment sweep stopped: Stripe did not answer usefully; the next run goes on');
       return report;
     }
   }

@@ -78,7 +78,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     } catch (err) {
       // No one is charged without a stored submission: a payment this refusal strands is refunded now.
       if (err instanceof PublicError && FINAL_REFUSAL_STATUSES.has(err.status)) {
-        await refundPaymentsOfRefusedSubmission(app, formIdParam(req) ?? '', parsedBodyOrNull(req));
+        const body = parsedBodyOrNull(req);
+        const values = body && typeof body === 'object' ? (body as Record<string, unknown>).values : null;
+        await refundPaymentsOfRefusedSubmission(app, formIdParam(req) ?? '', values);
       }
       throw err;
     }
