@@ -339,6 +339,23 @@ describe('payments made on the hosted page (§19)', function () {
       expect((await submitPublic(form.id, { fld_name: 'Ada', fld_pay: abandoned })).status).to.equal(409);
     });
 
+    it('Stripe down during the sweep: the run ends without failing the job, and the next one refunds', async () => {
+      const intent = await paidIntent();
+      await age(intent, 25);
+      stripe.setDown(true);
+      let report;
+      try {
+        report = await sweepAbandonedPayments(t.app);
+      } finally {
+        stripe.setDown(false);
+      }
+      expect(report.paymentsRefunded).to.equal(0);
+      expect((await intentRow(intent)).state).to.equal('open');
+      await sweepAbandonedPayments(t.app);
+      expect(stripe.refunds.filter((r) => r.paymentIntent === intent)).to.have.length(1);
+      expect((await intentRow(intent)).state).to.equal('refunded');
+    });
+
     it('a refund Stripe already made (its answer was lost) is recorded as made, not made twice', async () => {
       const intent = await paidIntent();
       await age(intent, 25);
