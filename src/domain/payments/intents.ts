@@ -46,16 +46,23 @@ export interface CreatedIntent {
 export type IntentOutcome =
   | { ok: true; intent: CreatedIntent }
   | { ok: false; kind: 'invalid'; message: string }
+  | { ok: false; kind: 'rate_limited'; retryAfter: number }
   | { ok: false; kind: 'unavailable'; message: string };
 
 /**
  * Makes a PaymentIntent at Stripe for the field's amount, bound to the form by its metadata, and
  * records it so that a payment no submission holds can be found and refunded.
  */
-export async function createFormPaymentIntent(deps: PaymentDeps, form: CachedForm, fieldId: unknown): Promise<IntentOutcome> {
+export async function createFormPaymentIntent(
+  deps: PaymentDeps, form: CachedForm, fieldId: unknown,
+  opts: { admit?: () => Promise<IntentOutcome | null> } = {},
+): Promise<IntentOutcome> {
   if (!paymentsEnabled(deps.config)) return { ok: false, kind: 'invalid', message: 'Payments are not enabled on this service' };
   const payable = payableField(form, fieldId);
   if ('problem' in payable) return { ok: false, kind: 'invalid', message: payable.problem };
+  // Only a request that could make an intent counts against the form's bound.
+  const refused = await opts.admit?.();
+  if (refused) return refused;
   let intent;
   try {
     intent = await createPaymentIntent(stripeSettings(deps.config), {

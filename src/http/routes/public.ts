@@ -12,7 +12,6 @@ import { rateLimitClientKey } from '../../lib/client-ip';
 import { metrics } from '../../lib/metrics';
 import { admitPublicRequest, publicFormBuilder } from '../public-admission';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
-
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 
@@ -97,13 +96,17 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-pay', limit: publicRateLimitPost });
     const body = parseJsonBody(req);
     const fieldId = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>).fieldId : undefined;
-    const perForm = await app.rateLimiter.hit(`pay-form:${form.id}`, PAYMENT_INTENTS_PER_FORM_PER_MINUTE);
-    if (!perForm.allowed) {
-      metrics.rateLimitRejections.inc({ scope: 'public' });
-      throw publicErrors.rateLimited(perForm.retryAfter);
-    }
-    const outcome = await createFormPaymentIntent(app, form, fieldId);
+    const outcome = await createFormPaymentIntent(app, form, fieldId, {
+      admit: async () => {
+        const perForm = await app.rateLimiter.hit(`pay-form:${form.id}`, PAYMENT_INTENTS_PER_FORM_PER_MINUTE);
+        return perForm.allowed ? null : { ok: false, kind: 'rate_limited', retryAfter: perForm.retryAfter };
+      },
+    });
     if (!outcome.ok && outcome.kind === 'invalid') throw new PublicError(400, { success: false, error: 'invalid_payment', message: outcome.message });
+    if (!outcome.ok && outcome.kind === 'rate_limited') {
+      metrics.rateLimitRejections.inc({ scope: 'public' });
+      throw publicErrors.rateLimited(outcome.retryAfter);
+    }
     if (!outcome.ok) {
       app.logger.warn({ formId: form.id, detail: outcome.message }, 'payment intent not created: Stripe unavailable');
       throw new PublicError(503, { success: false, error: 'service_unavailable', message: 'Payments are unavailable; retry later' }, { 'Retry-After': 5 });
