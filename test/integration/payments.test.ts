@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { PAYMENT_INTENTS_PER_FORM_PER_MINUTE } from '../../src/http/routes/public';
 import { refundUnclaimedIntent, sweepAbandonedPayments } from '../../src/domain/payments/refunds';
+import { maintenance } from '../../workers/processors/usage';
 import { refundIdempotencyKey } from '../../src/domain/payments/stripe';
 import { createLogger } from '../../src/lib/logger';
 import { metrics } from '../../src/lib/metrics';
@@ -323,8 +324,11 @@ describe('payments made on the hosted page (§19)', function () {
       await age(young, 23);
       const counted = await refundsCounted('abandoned');
 
-      const report = await sweepAbandonedPayments(t.app);
+      // The hourly maintenance job runs the sweep.
+      const report = await maintenance(t.app);
       expect(report.paymentsRefunded).to.be.at.least(1);
+      expect(report.paymentIntentsCanceled).to.be.at.least(1);
+      expect(report.paymentIntentsClaimed).to.be.at.least(1);
       expect(stripe.refunds.filter((r) => r.paymentIntent === abandoned)).to.have.length(1);
       expect(stripe.refunds.filter((r) => [claimed, unpaid, young].includes(r.paymentIntent))).to.have.length(0);
       expect((await intentRow(abandoned)).state).to.equal('refunded');
