@@ -195,6 +195,29 @@ describe('paying on the hosted page with Stripe\'s Payment Element (browser)', f
     expect(stripe.refunds.filter((r) => r.paymentIntent === intentId)).to.have.length(0);
   });
 
+  it('makes the intent only when the payment field comes into view (a later page), and pays there', async () => {
+    const twoPages = await createPublishedForm(t.url, tenant.key, [
+      field('fld_name', 'text', 'Your name', { required: true, order: 0, pageId: 'p_you' }),
+      field('fld_pay', 'payment', 'Ticket', { required: true, order: 1, pageId: 'p_pay', config: { amount: 900, currency: 'usd' } }),
+    ], { pages: [{ id: 'p_you', title: 'About you', order: 0 }, { id: 'p_pay', title: 'Payment', order: 1 }] });
+    const asked: string[] = [];
+    page.on('request', (req) => { if (req.url().endsWith('/payments')) asked.push(req.url()); });
+    await page.goto(`${t.url}/f/${twoPages.id}`);
+    await page.locator('#fs-fld_name-input').fill('Ada');
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+    expect(asked).to.deep.equal([]);
+    const intent = page.waitForResponse((res) => res.url().endsWith(`/public/forms/${twoPages.id}/payments`));
+    await page.getByRole('button', { name: 'Next' }).click();
+    const intentId = (await (await intent).json()).paymentIntentId;
+    await page.getByText('Amount due: $9.00').waitFor();
+    await fillCard(page, TEST_CARDS.good);
+    await page.getByRole('button', { name: 'Submit' }).click();
+    await page.getByText('Thank you!').waitFor();
+    const stored = await t.query(`select data from submissions where form_id = ?`, [twoPages.id]);
+    expect(stored.map((row: any) => row.data)).to.deep.equal([{ fld_name: 'Ada', fld_pay: intentId }]);
+    expect(asked).to.have.length(1);
+  });
+
   describe('embedded on another site', () => {
     let host: LoopbackServer;
     before(async () => {

@@ -189,12 +189,28 @@ export class PaymentFields {
       },
       settled: () => slot.ready,
     };
-    slot.ready = this.mount(slot, mountPoint, status, on).catch(() => {
-      slot.problem = UNAVAILABLE;
-      status.textContent = '';
-      setError(UNAVAILABLE);
-    });
+    let started = false;
+    const start = () => {
+      if (started) return;
+      started = true;
+      slot.ready = this.mount(slot, mountPoint, status, on).catch(() => {
+        slot.problem = UNAVAILABLE;
+        status.textContent = '';
+        setError(UNAVAILABLE);
+      });
+    };
     this.slots.set(field.id, slot);
+    // The intent is made when the field comes into view, not for every visitor who opens the page
+    // (nor for a payment on a later page or behind a condition never met).
+    if (this.returning?.kept.fieldId === field.id || typeof IntersectionObserver !== 'function') start();
+    else {
+      const observer = new IntersectionObserver((entries) => {
+        if (!entries.some((entry) => entry.isIntersecting)) return;
+        observer.disconnect();
+        start();
+      }, { rootMargin: '400px 0px' });
+      observer.observe(mountPoint);
+    }
     return slot.control;
   }
 
