@@ -24,6 +24,12 @@ export interface Config {
   turnstileScriptUrl: string;
   stripeSecretKey: string | null;
   stripeApiBase: string;
+  /** `pk_…`; with the secret key it enables payments on the hosted page. */
+  stripePublishableKey: string | null;
+  /** The Stripe.js script the hosted page loads. */
+  stripeJsUrl: string;
+  /** A succeeded intent the service made and no submission claimed is refunded once this old. */
+  paymentAbandonHours: number;
   hubspotApiBase: string;
   publicRateLimitGet: number;
   publicRateLimitPost: number;
@@ -100,6 +106,9 @@ const schema = Joi.object({
   TURNSTILE_SCRIPT_URL: url.default('https://challenges.cloudflare.com/turnstile/v0/api.js'),
   STRIPE_SECRET_KEY: Joi.string(),
   STRIPE_API_BASE: url.default('https://api.stripe.com'),
+  STRIPE_PUBLISHABLE_KEY: Joi.string().pattern(/^pk_[A-Za-z0-9_]+$/),
+  STRIPE_JS_URL: url.default('https://js.stripe.com/v3/'),
+  PAYMENT_ABANDON_HOURS: Joi.number().integer().min(1).max(24 * 30).default(24),
   HUBSPOT_API_BASE: url.default('https://api.hubapi.com'),
   PUBLIC_RATE_LIMIT_GET: Joi.number().integer().min(1).default(120),
   PUBLIC_RATE_LIMIT_POST: Joi.number().integer().min(1).default(20),
@@ -164,6 +173,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     turnstileScriptUrl: v.TURNSTILE_SCRIPT_URL,
     stripeSecretKey: v.STRIPE_SECRET_KEY ?? null,
     stripeApiBase: v.STRIPE_API_BASE.replace(/\/+$/, ''),
+    stripePublishableKey: v.STRIPE_PUBLISHABLE_KEY ?? null,
+    stripeJsUrl: v.STRIPE_JS_URL,
+    paymentAbandonHours: v.PAYMENT_ABANDON_HOURS,
     hubspotApiBase: v.HUBSPOT_API_BASE.replace(/\/+$/, ''),
     publicRateLimitGet: v.PUBLIC_RATE_LIMIT_GET,
     publicRateLimitPost: v.PUBLIC_RATE_LIMIT_POST,

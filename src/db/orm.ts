@@ -15,6 +15,7 @@ import { Migration20261123001000_counter_slots } from './migrations/Migration202
 import { Migration20261123001100_change_feed_xid } from './migrations/Migration20261123001100_change_feed_xid';
 import { Migration20261123003000_hot_path_indexes } from './migrations/Migration20261123003000_hot_path_indexes';
 import { Migration20261123004000_store_submission_function } from './migrations/Migration20261123004000_store_submission_function';
+import { Migration20261124020000_payment_intents } from './migrations/Migration20261124020000_payment_intents';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -30,6 +31,7 @@ const MIGRATIONS = [
   { name: 'Migration20261123001100_change_feed_xid', class: Migration20261123001100_change_feed_xid },
   { name: 'Migration20261123003000_hot_path_indexes', class: Migration20261123003000_hot_path_indexes },
   { name: 'Migration20261123004000_store_submission_function', class: Migration20261123004000_store_submission_function },
+  { name: 'Migration20261124020000_payment_intents', class: Migration20261124020000_payment_intents },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -6,6 +6,8 @@ export interface HostedPageOptions {
   /** Prefix of the `/assets/...` paths, e.g. '' when the assets are served by the same origin. */
   assetBase: string;
   turnstileScriptUrl: string;
+  /** STRIPE_JS_URL; loaded only when the form takes payments (`form.payments`). */
+  stripeJsUrl?: string;
   cspNonce: string;
 }
 
@@ -91,17 +93,39 @@ function scriptSource(scriptUrl: string): string {
   return url.origin === 'http://self.invalid' ? "'self'" : url.origin;
 }
 
-export function hostedPageCsp(nonce: string, turnstileScriptUrl: string): string {
+const STRIPE_JS_ORIGIN = 'https://js.stripe.com';
+
+/**
+ * The origins Stripe.js and its Payment Element need, as Stripe documents them for a CSP: scripts
+ * from js.stripe.com, its frames (the element, 3-D Secure) from js.stripe.com and hooks.stripe.com,
+ * and calls to api.stripe.com. A Stripe.js served from elsewhere (a stand-in in tests, a proxy)
+ * gets its own origin for all three and nothing more.
+ */
+export function stripeCspSources(stripeJsUrl: string): { script: string[]; frame: string[]; connect: string[] } {
+  const origin = new URL(stripeJsUrl).origin;
+  if (origin === STRIPE_JS_ORIGIN) {
+    return {
+      script: [STRIPE_JS_ORIGIN, 'https://*.js.stripe.com'],
+      frame: [STRIPE_JS_ORIGIN, 'https://*.js.stripe.com', 'https://hooks.stripe.com'],
+      connect: ['https://api.stripe.com'],
+    };
+  }
+  return { script: [origin], frame: [origin], connect: [origin] };
+}
+
+/** `stripeJsUrl` only for a page that takes payments: other pages allow no Stripe origin. */
+export function hostedPageCsp(nonce: string, turnstileScriptUrl: string, stripeJsUrl: string | null = null): string {
   assertNonce(nonce);
   const turnstile = scriptSource(turnstileScriptUrl);
-  const scripts = ["'self'", `'nonce-${nonce}'`, ...(turnstile === "'self'" ? [] : [turnstile])];
+  const stripe = stripeJsUrl ? stripeCspSources(stripeJsUrl) : { script: [], frame: [], connect: [] };
+  const scripts = ["'self'", `'nonce-${nonce}'`, ...(turnstile === "'self'" ? [] : [turnstile]), ...stripe.script];
   return [
     "default-src 'self'",
     `script-src ${scripts.join(' ')}`,
     `style-src 'self' 'nonce-${nonce}'`,
     "img-src 'self' data: blob:",
-    "connect-src 'self'",
-    `frame-src ${turnstile}`,
+    `connect-src ${["'self'", ...stripe.connect].join(' ')}`,
+    `frame-src ${[turnstile, ...stripe.frame].join(' ')}`,
     'frame-ancestors *',
     "form-action 'self'",
     "base-uri 'none'",
@@ -122,7 +146,7 @@ ${robots}<link rel="icon" href="data:,">
 }
 
 export function renderHostedPage(opts: HostedPageOptions): string {
-  const { form, assetBase, turnstileScriptUrl, cspNonce } = opts;
+  const { form, assetBase, turnstileScriptUrl, stripeJsUrl, cspNonce } = opts;
   assertNonce(cspNonce);
   const nonce = escapeHtml(cspNonce);
   const assets = escapeHtml(assetBase.replace(/\/+$/, ''));
@@ -130,10 +154,13 @@ export function renderHostedPage(opts: HostedPageOptions): string {
   const challengeScript = form.botProtection
     ? `\n<script nonce="${nonce}" id="fs-turnstile-script" src="${escapeHtml(turnstileScriptUrl)}" async defer></script>`
     : '';
+  const stripeScript = form.payments && stripeJsUrl
+    ? `\n<script nonce="${nonce}" id="fs-stripe-script" src="${escapeHtml(stripeJsUrl)}" async></script>`
+    : '';
   return `${pageStart(themePreset(form.theme), title, { noindex: false })}
 <link rel="stylesheet" href="${assets}/assets/form.css">
 ${themeStyle(form.theme, cspNonce)}
-<script nonce="${nonce}" src="${assets}/assets/form.js" defer></script>${challengeScript}
+<script nonce="${nonce}" src="${assets}/assets/form.js" defer></script>${challengeScript}${stripeScript}
 </head>
 <body>
 <main id="fs-app" class="fs-shell">

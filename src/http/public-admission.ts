@@ -4,6 +4,7 @@ import type { CachedForm } from '../domain/forms/form-cache';
 import type { RateDecision } from '../domain/quotas/rate-limiter';
 import { rateLimitClientKey } from '../lib/client-ip';
 import { analyticsTokenKey, issueAnalyticsToken } from '../domain/public/analytics-token';
+import { paymentsEnabled } from '../domain/payments/intents';
 import { buildPublicForm } from '../domain/public/public-form';
 import type { PublicFormJson } from '../domain/public/types';
 import { clientIpResolver } from './public-pipeline';
@@ -48,8 +49,10 @@ function rateHeaders(decision: RateDecision): Record<string, string> {
 /** Builds the public form as the JSON endpoint and the hosted page serve it, with a fresh analytics token. */
 export function publicFormBuilder(app: AppContext): (form: CachedForm) => PublicFormJson {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
+  const publishableKey = paymentsEnabled(app.config) ? app.config.stripePublishableKey : null;
   return (form) => buildPublicForm(form, {
     siteKey: app.config.turnstileSiteKey,
+    publishableKey,
     analyticsToken: issueAnalyticsToken(tokenKey, form.id),
   });
 }

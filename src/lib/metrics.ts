@@ -59,6 +59,12 @@ export const metrics = {
     labelNames: ['source'] as const,
     registers: [registry],
   }),
+  paymentRefunds: new client.Counter({
+    name: 'formservice_payment_refunds_total',
+    help: 'Payments refunded because no stored submission holds them',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
   submissionGroupSize: new client.Histogram({
     name: 'formservice_submission_store_group_size',
     help: 'Single submissions of concurrent requests stored together in one statement and commit',

@@ -85,6 +85,61 @@ describe('fake external services', () => {
       });
     }
 
+    const form = (body: string, headers: Record<string, string> = {}): Partial<OutboundRequest> => ({
+      method: 'POST', body,
+      headers: { Authorization: `Bearer ${stripe.secretKey}`, 'Content-Type': 'application/x-www-form-urlencoded', ...headers },
+    });
+
+    it('creates a payment intent from a form-encoded body, and refuses JSON bodies and missing parameters', async () => {
+      const created = await call(`${stripe.url}/v1/payment_intents`,
+        form('amount=1500&currency=eur&automatic_payment_methods%5Benabled%5D=true&metadata%5Bform_id%5D=form_a'));
+      expect(created.status).to.equal(200);
+      expect(created.json).to.include({ object: 'payment_intent', amount: 1500, currency: 'eur', status: 'requires_payment_method' });
+      expect(created.json.metadata).to.deep.equal({ form_id: 'form_a' });
+      expect(created.json.automatic_payment_methods).to.deep.equal({ allow_redirects: 'always', enabled: true });
+
+      const json = await call(`${stripe.url}/v1/payment_intents`, form('{"amount":1500}', { 'Content-Type': 'application/json' }));
+      expect(json.status).to.equal(400);
+      expect(json.json.error.type).to.equal('invalid_request_error');
+      const missing = await call(`${stripe.url}/v1/payment_intents`, form('currency=eur'));
+      expect(missing.status).to.equal(400);
+      expect(missing.json.error).to.include({ code: 'parameter_missing', param: 'amount', type: 'invalid_request_error' });
+    });
+
+    it('replays a refund for the same Idempotency-Key, refuses the key with other parameters, and refunds a charge once', async () => {
+      const id = stripe.addIntent({ amount: 700, currency: 'usd' });
+      const first = await call(`${stripe.url}/v1/refunds`, form(`payment_intent=${id}`, { 'Idempotency-Key': 'k1' }));
+      expect(first.status).to.equal(200);
+      expect(first.json).to.include({ object: 'refund', amount: 700, payment_intent: id, status: 'succeeded' });
+      const again = await call(`${stripe.url}/v1/refunds`, form(`payment_intent=${id}`, { 'Idempotency-Key': 'k1' }));
+      expect(again.status).to.equal(200);
+      expect(again.headers['idempotent-replayed']).to.equal('true');
+      expect(again.json.id).to.equal(first.json.id);
+      const other = await call(`${stripe.url}/v1/refunds`, form(`payment_intent=${id}&reason=duplicate`, { 'Idempotency-Key': 'k1' }));
+      expect(other.status).to.equal(400);
+      expect(other.json.error.type).to.equal('idempotency_error');
+      const twice = await call(`${stripe.url}/v1/refunds`, form(`payment_intent=${id}`, { 'Idempotency-Key': 'k2' }));
+      expect(twice.status).to.equal(400);
+      expect(twice.json.error.code).to.equal('charge_already_refunded');
+      expect(stripe.refunds).to.have.length(1);
+    });
+
+    it('confirms with the publishable key and client secret, declining the decline test card with Stripe\'s card error', async () => {
+      const created = await call(`${stripe.url}/v1/payment_intents`, form('amount=1500&currency=eur'));
+      const { id, client_secret: secret } = created.json;
+      const confirm = (card: string, key = stripe.publishableKey) => call(`${stripe.url}/v1/payment_intents/${id}/confirm`, {
+        method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: `key=${key}&client_secret=${secret}&payment_method_data%5Btype%5D=card&payment_method_data%5Bcard%5D%5Bnumber%5D=${card}`,
+      });
+      expect((await confirm('4242424242424242', 'pk_test_wrong')).status).to.equal(401);
+      const declined = await confirm('4000000000000002');
+      expect(declined.status).to.equal(402);
+      expect(declined.json.error).to.include({ type: 'card_error', code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.' });
+      const paid = await confirm('4242424242424242');
+      expect(paid.status).to.equal(200);
+      expect(paid.json.status).to.equal('succeeded');
+    });
+
     it('drops connections while down', async () => {
       const id = stripe.addIntent({ amount: 100, currency: 'usd' });
       stripe.setDown(true);

@@ -15,6 +15,7 @@ describe('configuration', () => {
     expect(Object.isFrozen(config)).to.equal(true);
     expect(config).to.include({ retentionDays: 30, owedSweepIntervalMs: 30_000, httpKeepAliveTimeoutMs: 65_000, httpHeadersTimeoutMs: 66_000 });
     expect(config).to.include({ workerConcurrency: 10, webhookWorkerConcurrency: 50 });
+    expect(config).to.include({ stripePublishableKey: null, stripeJsUrl: 'https://js.stripe.com/v3/', paymentAbandonHours: 24 });
     expect(config.dbTimeouts).to.deep.equal({ statementMs: 3_000, lockMs: 2_000, idleInTransactionMs: 15_000 });
   });
 
@@ -51,6 +52,7 @@ describe('configuration', () => {
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'], ['TRUSTED_PROXIES', '10.0.0.0/8, proxy.local'],
     ['RETENTION_DAYS', '0'], ['DB_STATEMENT_TIMEOUT_MS', '-1'], ['OWED_SWEEP_INTERVAL_MS', 'often'],
     ['REDIS_CLUSTER_NODES', 'redis-a,redis-b:6379'], ['REDIS_CLUSTER_NODES', '127.0.0.1:70000'], ['DB_PREPARED_STATEMENTS', 'sometimes'],
+    ['STRIPE_PUBLISHABLE_KEY', 'sk_live_secret'], ['STRIPE_JS_URL', 'javascript:alert(1)'], ['PAYMENT_ABANDON_HOURS', '0'],
   ];
   for (const [name, value] of invalid) {
     it(`stops on ${name}=${value} with a message naming the variable`, () => {

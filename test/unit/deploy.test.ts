@@ -28,6 +28,7 @@ const SERVICE_METRICS: ReadonlyArray<{ name: string; type: 'counter' | 'gauge' |
   { name: 'formservice_rate_limit_rejections_total', type: 'counter' },
   { name: 'formservice_quota_rejections_total', type: 'counter' },
   { name: 'formservice_submissions_total', type: 'counter' },
+  { name: 'formservice_payment_refunds_total', type: 'counter' },
 ];
 
 type Labels = Record<string, string>;

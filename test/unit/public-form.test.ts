@@ -35,7 +35,7 @@ describe('buildPublicForm', () => {
     });
     const json = buildPublicForm(form, OPTIONS);
     expect(Object.keys(json).sort()).to.deep.equal(
-      ['botProtection', 'description', 'fields', 'id', 'pages', 'settings', 'telemetry', 'theme', 'title']);
+      ['botProtection', 'description', 'fields', 'id', 'pages', 'payments', 'settings', 'telemetry', 'theme', 'title']);
     expect(json).to.include({ id: 'form_abc', title: 'Contact', description: 'Say hi' });
     expect(json.settings).to.deep.equal({ redirectUrl: 'https://example.com/thanks', submitButtonText: 'Send', successMessage: 'Got it' });
     expect(json.telemetry).to.deep.equal({ analyticsToken: 'tok.sig' });
@@ -74,6 +74,20 @@ describe('buildPublicForm', () => {
   it('names the challenge even when no site key is configured (submissions then fail closed)', () => {
     const json = buildPublicForm(cachedForm({ settings: { botProtection: { enabled: true } } }), { ...OPTIONS, siteKey: null });
     expect(json.botProtection).to.include({ provider: 'turnstile', siteKey: '' });
+  });
+
+  describe('payments', () => {
+    const payField = field('fld_pay', 'payment', { config: { amount: 1500, currency: 'eur' } });
+    const withPayment = cachedForm({ structure: { pages: [], fields: [payField] } });
+    it('names Stripe and the publishable key when the form has a payment field and payments are enabled', () => {
+      expect(buildPublicForm(withPayment, { ...OPTIONS, publishableKey: 'pk_test_abc' }).payments)
+        .to.deep.equal({ provider: 'stripe', publishableKey: 'pk_test_abc' });
+    });
+    it('is null without a payment field, or with payments not enabled', () => {
+      expect(buildPublicForm(cachedForm(), { ...OPTIONS, publishableKey: 'pk_test_abc' }).payments).to.equal(null);
+      expect(buildPublicForm(withPayment, { ...OPTIONS, publishableKey: null }).payments).to.equal(null);
+      expect(buildPublicForm(withPayment, OPTIONS).payments).to.equal(null);
+    });
   });
 
   const themeCases: [unknown, unknown][] = [

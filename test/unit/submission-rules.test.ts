@@ -15,7 +15,7 @@ describe('submission rules', () => {
   });
 
   describe('payment intent check', () => {
-    const expected = { amount: 1500, currency: 'eur' };
+    const expected = { amount: 1500, currency: 'eur', formId: 'form_a' };
     const intent = { object: 'payment_intent', status: 'succeeded', amount: 1500, currency: 'eur' };
     const table: Array<[string, Record<string, unknown>, string | null]> = [
       ['a succeeded intent of the amount and currency', intent, null],
@@ -24,6 +24,10 @@ describe('submission rules', () => {
       ['another amount', { ...intent, amount: 1499 }, 'Payment amount or currency does not match this form'],
       ['another currency', { ...intent, currency: 'usd' }, 'Payment amount or currency does not match this form'],
       ['not a payment intent', { ...intent, object: 'charge' }, 'Payment intent not found'],
+      ['made by the service for this form', { ...intent, metadata: { form_id: 'form_a', field_id: 'fld_pay' } }, null],
+      ['made for another form', { ...intent, metadata: { form_id: 'form_b', field_id: 'fld_pay' } }, 'This payment was made for another form'],
+      ['made for another form, and not paid either', { ...intent, status: 'requires_payment_method', metadata: { form_id: 'form_b' } },
+        'This payment was made for another form'],
     ];
     for (const [name, candidate, problem] of table) {
       it(name, () => expect(paymentIntentProblem(candidate, expected)).to.equal(problem));

@@ -2,6 +2,7 @@ import type { AppContext } from '../../src/app';
 import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { sweepAbandonedPayments } from '../../src/domain/payments/refunds';
 import { relayOutbox } from '../../src/domain/outbox/relay';
 import { sweepOwed, sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
 import { rollupUsage } from '../../src/domain/usage/rollup';
@@ -50,6 +51,7 @@ export const maintenance = async (app: AppContext) => {
     submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays),
     submissionPartitionsCreated: await ensureSubmissionPartitions(em),
     submissionPartitionsDropped: submissionRetentionMonths ? await dropExpiredSubmissionPartitions(em, submissionRetentionMonths) : [],
+    ...(await sweepAbandonedPayments(app)),
   };
 };
 export const sweep = async (app: AppContext) => sweepOwed(app);

@@ -25,6 +25,8 @@ export interface PublicFormOptions {
   /** TURNSTILE_SITE_KEY; a form with protection on still names the challenge when it is unset. */
   siteKey: string | null;
   analyticsToken: string;
+  /** STRIPE_PUBLISHABLE_KEY when payments are enabled (both Stripe keys set); null otherwise. */
+  publishableKey?: string | null;
 }
 
 type Settings = Record<string, unknown>;
@@ -105,6 +107,9 @@ export function buildPublicForm(form: CachedForm, options: PublicFormOptions): P
     description: form.description ?? null,
     settings: publicSettings(settings),
     botProtection: publicBotProtection(settings, options.siteKey),
+    payments: options.publishableKey && fields.some((field) => field.type === 'payment')
+      ? { provider: 'stripe', publishableKey: options.publishableKey }
+      : null,
     telemetry: { analyticsToken: options.analyticsToken },
     theme: publicTheme(settings),
     fields,

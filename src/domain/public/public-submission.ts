@@ -1,10 +1,17 @@
 // A submission through the public runtime: the request body's own rules, the bot challenge, then
 // the one submission flow the API uses (same validation, quota, outbox, webhooks and CRM syncs).
-import { createSubmission, submitterErrors, type SubmissionDeps, type SubmissionRefusal } from '../submissions/create-submission';
+import type { Plan } from '../../../config/plans';
+import type { CachedForm } from '../forms/form-cache';
+import { effectiveQuota, quotaMonth } from '../quotas/quota';
+import {
+  checkSubmission, createSubmission, submitterErrors, submittableForm, type SubmissionDeps, type SubmissionRefusal,
+} from '../submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
 const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'captchaToken']);
+/** POST /check takes the submission's body without the challenge token: checking charges no one, so it needs none. */
+const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName']);
 
 export interface PublicSubmissionRequest {
   formId: string;
@@ -22,9 +29,9 @@ export type PublicSubmissionResult =
   | { ok: false; refusal: PublicRefusal };
 
 /** Why the body cannot be a public submission at all, or null when its shape is right. */
-export function bodyProblem(body: unknown): string | null {
+export function bodyProblem(body: unknown, keys: ReadonlySet<string> = BODY_KEYS): string | null {
   if (!body || typeof body !== 'object' || Array.isArray(body)) return 'Request body must be a JSON object';
-  const unknown = Object.keys(body).filter((key) => !BODY_KEYS.has(key));
+  const unknown = Object.keys(body).filter((key) => !keys.has(key));
   if (unknown.length) return `Unknown properties: ${unknown.join(', ')}`;
   const values = (body as Record<string, unknown>).values;
   if (!values || typeof values !== 'object' || Array.isArray(values)) return 'Request body must contain a "values" object';
@@ -61,4 +68,37 @@ export async function submitPublicForm(deps: SubmissionDeps, request: PublicSubm
     metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
   });
   return result.ok ? { ok: true, submissionId: result.submission.id } : { ok: false, refusal: result.refusal };
+}
+
+/** Whether the organization's monthly quota has no room left (what a submission would get a 402 for). */
+async function quotaReached(deps: SubmissionDeps, form: CachedForm): Promise<boolean> {
+  const [row] = await deps.orm.em.fork().getConnection().execute(
+    `select o.plan, o.monthly_quota,
+            coalesce((select used from usage_counters u where u.organization_id = o.id and u.month = ?), 0) as used
+       from organizations o where o.id = ?`, [quotaMonth(new Date()), form.organizationId]);
+  return !!row && Number(row.used) >= effectiveQuota(row.plan as Plan, row.monthly_quota);
+}
+
+/**
+ * POST /public/forms/{formId}/check: the answer the submission would get before anyone is charged,
+ * from the same checks, storing nothing. The payment is not made yet, so only its field's format is
+ * checked; the quota is read as it stands (a submission racing for the last slot may still take it).
+ */
+export async function checkPublicSubmission(deps: SubmissionDeps, request: { formId: string; body: unknown })
+  : Promise<{ ok: true } | { ok: false; refusal: PublicRefusal }> {
+  const found = await submittableForm(deps, null, request.formId, false);
+  if ('refusal' in found) return { ok: false, refusal: { kind: 'not_found' } };
+  const problem = bodyProblem(request.body, CHECK_BODY_KEYS);
+  if (problem) return { ok: false, refusal: { kind: 'bad_body', message: problem } };
+  const body = request.body as Record<string, unknown>;
+  const check = await checkSubmission(deps, found.form, {
+    data: body.values,
+    submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
+    submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
+    source: 'public',
+    metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
+  }, null, { paymentMade: false });
+  if (!check.ok) return { ok: false, refusal: check.refusal };
+  if (await quotaReached(deps, found.form)) return { ok: false, refusal: { kind: 'quota_exceeded' } };
+  return { ok: true };
 }

@@ -14,6 +14,11 @@ export interface PublicBotProtection {
   offlineQueueEnabled: false;
 }
 
+export interface PublicPayments {
+  provider: 'stripe';
+  publishableKey: string;
+}
+
 export interface PublicTheme {
   preset: string | null;
   tokens: Record<string, unknown>;
@@ -27,6 +32,8 @@ export interface PublicFormJson {
   description: string | null;
   settings: PublicFormSettings;
   botProtection: PublicBotProtection | null;
+  /** Non-null when the form has a payment field and the service takes payments (Stripe keys set). */
+  payments: PublicPayments | null;
   telemetry: { analyticsToken: string };
   theme: PublicTheme | null;
   fields: Field[];

@@ -123,7 +123,7 @@ async function checkPayment(deps: SubmissionDeps, form: CachedForm, values: Reco
   try {
     const problem = await verifyPaymentIntent(
       { apiBase: deps.config.stripeApiBase, secretKey: deps.config.stripeSecretKey, timeoutMs: 10_000 },
-      intentId, { amount: field.config.amount, currency: field.config.currency },
+      intentId, { amount: field.config.amount, currency: field.config.currency, formId: form.id },
     );
     if (problem) return { intentId, refusal: { kind: 'invalid_fields', errors: [{ field: field.id, message: problem }] } };
   } catch (err) {
@@ -157,15 +157,18 @@ export type IdempotencyClaim = { key: string; requestHash: string; claimToken?: 
  * Every check of one submission against a published form, in the order clients see them:
  * invalid data → missing required → field validation → payment.
  */
-export async function checkSubmission(deps: SubmissionDeps, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim)
-  : Promise<{ ok: true; checked: CheckedSubmission } | { ok: false; refusal: SubmissionRefusal }> {
+export async function checkSubmission(
+  deps: SubmissionDeps, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim,
+  opts: { paymentMade?: boolean } = {},
+): Promise<{ ok: true; checked: CheckedSubmission } | { ok: false; refusal: SubmissionRefusal }> {
   if (!isPlainObject(input.data)) return { ok: false, refusal: { kind: 'invalid_data' } };
   const check = validateSubmission(form.structure, input.data);
   if (check.missingRequired.length) return { ok: false, refusal: { kind: 'missing_required', fields: check.missingRequired } };
   const fieldErrors = [...check.errors, ...(input.metadataErrors ?? [])];
   if (fieldErrors.length) return { ok: false, refusal: { kind: 'invalid_fields', errors: fieldErrors } };
 
-  const payment = await checkPayment(deps, form, check.values);
+  // Before the payment is made (POST /check), its intent is not succeeded yet: only its format counts.
+  const payment = opts.paymentMade === false ? { intentId: null } : await checkPayment(deps, form, check.values);
   if (payment.refusal) return { ok: false, refusal: payment.refusal };
 
   const submitter = submitterDetailsToStore(form.structure.fields, check.values, input);

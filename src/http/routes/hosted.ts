@@ -64,9 +64,13 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       const { form } = admission;
       // A nonce is only worth something if no two responses share it: never cache the page.
       const nonce = randomBytes(18).toString('base64');
-      const html = renderHostedPage({ form: toPublicForm(form), assetBase: '', turnstileScriptUrl: scriptUrl, cspNonce: nonce });
+      const publicForm = toPublicForm(form);
+      const stripeJsUrl = publicForm.payments ? app.config.stripeJsUrl : null;
+      const html = renderHostedPage({
+        form: publicForm, assetBase: '', turnstileScriptUrl: scriptUrl, stripeJsUrl: stripeJsUrl ?? undefined, cspNonce: nonce,
+      });
       sendText(res, 200, 'text/html; charset=utf-8', html, {
-        'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl),
+        'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl, stripeJsUrl),
         'Cache-Control': 'no-store',
       });
     } catch (err) {

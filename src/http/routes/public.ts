@@ -3,7 +3,9 @@ import type { AppContext } from '../../app';
 import { isAnalyticsEvent, recordAnalyticsEvent } from '../../domain/forms/analytics';
 import type { CachedForm } from '../../domain/forms/form-cache';
 import { analyticsTokenKey, verifyAnalyticsToken } from '../../domain/public/analytics-token';
-import { submitPublicForm } from '../../domain/public/public-submission';
+import { createFormPaymentIntent } from '../../domain/payments/intents';
+import { refundPaymentsOfRefusedSubmission } from '../../domain/payments/refunds';
+import { checkPublicSubmission, submitPublicForm } from '../../domain/public/public-submission';
 import { parseJsonBody } from '../pipeline';
 import { publicRefusalError } from '../presenters/refusals';
 import { rateLimitClientKey } from '../../lib/client-ip';
@@ -14,6 +16,13 @@ import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 
 const PUBLIC_FORM_CACHE_CONTROL = 'public, max-age=30';
+/**
+ * Payment intents one form may have made per minute, whoever asks: with many client addresses a
+ * stranger still cannot make Stripe create intents without bound.
+ */
+export const PAYMENT_INTENTS_PER_FORM_PER_MINUTE = 120;
+/** Refusals a person cannot fix by trying again: 402 (quota) and 404 (form gone or unpublished). */
+const FINAL_REFUSAL_STATUSES = new Set([402, 404]);
 
 /** The published form for a public JSON request, or the public 404 / 429; headers are set either way. */
 async function admittedFormOrRefusal(
@@ -28,6 +37,15 @@ async function admittedFormOrRefusal(
   if (admission.kind === 'not_found') throw publicErrors.formNotFound();
   metrics.rateLimitRejections.inc({ scope: 'public' });
   throw publicErrors.rateLimited(admission.decision.retryAfter);
+}
+
+/** The request's JSON body, or null when it has none that parses (the refusal already says why). */
+function parsedBodyOrNull(req: Request): unknown {
+  try {
+    return parseJsonBody(req);
+  } catch {
+    return null;
+  }
 }
 
 export function registerPublicRoutes(server: Server, app: AppContext): void {
@@ -45,13 +63,55 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     return { status: 200, body: toPublicForm(form), headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL } };
   }));
 
+  server.opts('/public/forms/:formId/check', publicPreflight);
+  server.opts('/public/forms/:formId/payments', publicPreflight);
+
   server.post('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
-    const remoteIp = clientIp(req);
-    const form = await admittedFormOrRefusal(app, req, res, rateLimitClientKey(remoteIp), { name: 'pub-post', limit: publicRateLimitPost });
-    const body = parseJsonBody(req);
-    const result = await submitPublicForm(app, { formId: form.id, body, remoteIp });
+    try {
+      const remoteIp = clientIp(req);
+      const form = await admittedFormOrRefusal(app, req, res, rateLimitClientKey(remoteIp), { name: 'pub-post', limit: publicRateLimitPost });
+      const body = parseJsonBody(req);
+      const result = await submitPublicForm(app, { formId: form.id, body, remoteIp });
+      if (!result.ok) throw publicRefusalError(result.refusal);
+      return { status: 200, body: { success: true, submissionId: result.submissionId }, headers: { 'Cache-Control': 'no-store' } };
+    } catch (err) {
+      // No one is charged without a stored submission: a payment this refusal strands is refunded now.
+      if (err instanceof PublicError && FINAL_REFUSAL_STATUSES.has(err.status)) {
+        const body = parsedBodyOrNull(req);
+        const values = body && typeof body === 'object' ? (body as Record<string, unknown>).values : null;
+        await refundPaymentsOfRefusedSubmission(app, formIdParam(req) ?? '', values);
+      }
+      throw err;
+    }
+  }));
+
+  server.post('/public/forms/:formId/check', publicRoute(app, async (req: Request, res: Response) => {
+    const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-post', limit: publicRateLimitPost });
+    const result = await checkPublicSubmission(app, { formId: form.id, body: parseJsonBody(req) });
     if (!result.ok) throw publicRefusalError(result.refusal);
-    return { status: 200, body: { success: true, submissionId: result.submissionId }, headers: { 'Cache-Control': 'no-store' } };
+    return { status: 200, body: { success: true }, headers: { 'Cache-Control': 'no-store' } };
+  }));
+
+  server.post('/public/forms/:formId/payments', publicRoute(app, async (req: Request, res: Response) => {
+    const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-pay', limit: publicRateLimitPost });
+    const body = parseJsonBody(req);
+    const fieldId = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>).fieldId : undefined;
+    const outcome = await createFormPaymentIntent(app, form, fieldId, {
+      admit: async () => {
+        const perForm = await app.rateLimiter.hit(`pay-form:${form.id}`, PAYMENT_INTENTS_PER_FORM_PER_MINUTE);
+        return perForm.allowed ? null : { ok: false, kind: 'rate_limited', retryAfter: perForm.retryAfter };
+      },
+    });
+    if (!outcome.ok && outcome.kind === 'invalid') throw new PublicError(400, { success: false, error: 'invalid_payment', message: outcome.message });
+    if (!outcome.ok && outcome.kind === 'rate_limited') {
+      metrics.rateLimitRejections.inc({ scope: 'public' });
+      throw publicErrors.rateLimited(outcome.retryAfter);
+    }
+    if (!outcome.ok) {
+      app.logger.warn({ formId: form.id, detail: outcome.message }, 'payment intent not created: Stripe unavailable');
+      throw new PublicError(503, { success: false, error: 'service_unavailable', message: 'Payments are unavailable; retry later' }, { 'Retry-After': 5 });
+    }
+    return { status: 201, body: outcome.intent, headers: { 'Cache-Control': 'no-store' } };
   }));
 
   server.post('/public/forms/:formId/events', publicRoute(app, async (req: Request, res: Response) => {

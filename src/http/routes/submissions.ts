@@ -16,6 +16,7 @@ import {
 import {
   deleteSubmission, findSubmission, listSubmissions,
 } from '../../domain/submissions/read-service';
+import { refundPaymentsOfRefusedSubmission } from '../../domain/payments/refunds';
 import { errors } from '../errors';
 import { refusalToApiError } from '../presenters/refusals';
 import { presentBatchItem, presentSubmission, presentSubmissionListItem } from '../presenters/submissions';
@@ -107,7 +108,14 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const result = await createSubmission(app, {
       organizationId, formId, idempotencyKey, requestBody: body, ...submissionInput(body),
     });
-    if (!result.ok) throw refusalToApiError(result.refusal);
+    if (!result.ok) {
+      // No one is charged without a stored submission. Only refusals of the caller's own form:
+      // a not_found may name another organization's form.
+      if (result.refusal.kind === 'quota_exceeded' || result.refusal.kind === 'not_published') {
+        await refundPaymentsOfRefusedSubmission(app, formId, (body as { data?: unknown } | null)?.data);
+      }
+      throw refusalToApiError(result.refusal);
+    }
     return {
       status: 201,
       body: { submission: result.submission },

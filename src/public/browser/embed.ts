@@ -113,6 +113,8 @@ function embed(script: HTMLScriptElement): void {
   iframe.style.width = '100%';
   iframe.style.display = 'block';
   iframe.style.height = INITIAL_HEIGHT;
+  // Wallets in Stripe's Payment Element (Apple Pay, Google Pay) need the Payment Request API in the frame.
+  iframe.setAttribute('allow', 'payment *');
   listen(iframe, origin, formId);
   place(script, iframe);
   void prefillParameterNames(origin, formId).then((names) => {

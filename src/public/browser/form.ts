@@ -7,6 +7,7 @@ import type { PublicFormJson } from '../../domain/public/types';
 import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
 import { h, visuallyHidden } from './dom';
 import { createControl, FieldControl } from './fields';
+import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
 import { Challenge, createChallenge } from './turnstile';
 import { failureMessage, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
@@ -53,6 +54,7 @@ class HostedForm {
   private readonly next: HTMLButtonElement;
   private readonly success: HTMLElement;
   private readonly challenge: Challenge | null;
+  private readonly payments: PaymentFields | null;
   private visible = new Set<string>();
   private readonly edited = new Set<string>();
   private current = 0;
@@ -64,6 +66,7 @@ class HostedForm {
     const layout = layoutPages(form);
     const multiPage = layout.length > 1;
     const hooks = { changed: (field: Field) => this.changed(field), left: (field: Field) => this.left(field) };
+    this.payments = form.payments ? new PaymentFields(form, form.payments.publishableKey) : null;
 
     this.pages = layout.map((page, index) => {
       const heading = multiPage
@@ -72,7 +75,9 @@ class HostedForm {
       const section = h('section', { class: 'fs-page' }, heading,
         page.description ? h('p', { class: 'fs-page-description' }, page.description) : null);
       for (const field of page.fields) {
-        const control = createControl(field, hooks, multiPage ? 3 : 2);
+        const control = field.type === 'payment' && this.payments && !field.hidden
+          ? this.payments.createControl(field, hooks)
+          : createControl(field, hooks, multiPage ? 3 : 2);
         this.controls.set(field.id, control);
         if (control.element) section.appendChild(control.element);
       }
@@ -114,6 +119,14 @@ class HostedForm {
     this.prefill(new URLSearchParams(window.location.search));
     this.refresh();
     this.track('view');
+    this.payments?.resume().then((resumed) => resumed && this.resume(resumed.body.values, resumed.paid), () => undefined);
+  }
+
+  /** Back from a payment redirect: the answers kept before it, submitted once if the payment went through. */
+  private resume(values: Record<string, unknown>, paid: boolean): void {
+    for (const [id, value] of Object.entries(values)) this.controls.get(id)?.setValue(value);
+    this.refresh();
+    if (paid) void this.submit();
   }
 
   private prefill(params: URLSearchParams): void {
@@ -259,6 +272,14 @@ class HostedForm {
       const { values } = validateSubmission(this.structure, this.values());
       const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values) };
       if (new Blob([JSON.stringify(body)]).size > BODY_LIMIT) return this.setAlert(failureMessage(413));
+      if (this.payments) {
+        const payment = await this.payments.pay(body, this.visible);
+        if (payment.kind === 'declined') return payment.control.focus();
+        if (payment.kind === 'refused') {
+          const refused = payment.outcome;
+          return refused.kind === 'field-errors' ? this.showServerErrors(refused.errors) : this.setAlert(refused.message);
+        }
+      }
       if (this.challenge) {
         try {
           body.captchaToken = await this.challenge.token();
