@@ -43,7 +43,7 @@ const STATEMENT_ATTRIBUTES = ['db.query.text', 'db.statement'] as const;
 
 /** A statement with each quoted literal replaced: MikroORM writes values (ids, hashes, data) into the text. */
 export function withoutLiterals(sql: string): string {
-  return sql.replace(/(?:E)?'(?:[^']|'')*'/g, "'?'");
+  return sql.replace(/\b[Ee]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'/g, "'?'");
 }
 
 function stripQueries(span: OtelApi.Span): void {

@@ -52,6 +52,29 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
     await deleteQueueKeys(prefix);
   });
 
+  it('gives each of concurrent submissions, whose jobs are added together, a delivery in its own trace', async () => {
+    const tenant = await createTenant(setupApp.app);
+    const form = await createPublishedForm(setupApp.url, tenant.key, FIELDS);
+    const receiver = await startReceiver();
+    try {
+      const hook = await call(setupApp.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'hook', url: receiver.url, events: ['submission.created'] } });
+      expect(hook.status).to.equal(201);
+      const traces = Array.from({ length: 6 }, () => hex(16));
+      const submitted = await Promise.all(traces.map((traceId) => call(api.url, 'POST', `/v1/forms/${form.id}/submissions`, {
+        key: tenant.key, headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: { data: { fld_email: `c-${hex(4)}@example.com` } },
+      })));
+      expect(submitted.map((r) => r.status)).to.deep.equal(traces.map(() => 201));
+      await receiver.waitFor(traces.length, 15_000);
+      const traceOfSubmission = new Map(submitted.map((r, i) => [r.body.submission.id, traces[i]]));
+      for (const received of receiver.deliveries) {
+        const submissionId = JSON.parse(received.rawBody).data.submission.id;
+        expect(received.headers.traceparent.split('-')[1], submissionId).to.equal(traceOfSubmission.get(submissionId));
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('follows a submission from the caller through the storing statement and the queue to each delivery attempt, exporting no secret', async () => {
     const tenant = await createTenant(setupApp.app);
     const form = await createPublishedForm(setupApp.url, tenant.key, FIELDS);
@@ -147,6 +170,7 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
       expect(exported.includes(secret), `exported spans contain ${secret}`).to.equal(false);
     }
   });
+
 });
 
 describe('tracing left off', function () {

@@ -51,6 +51,7 @@ describe('configuration', () => {
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['STRIPE_API_BASE', 'ftp://stripe'], ['TRUSTED_PROXIES', '10.0.0.0/8, proxy.local'],
     ['RETENTION_DAYS', '0'], ['DB_STATEMENT_TIMEOUT_MS', '-1'], ['OWED_SWEEP_INTERVAL_MS', 'often'],
     ['REDIS_CLUSTER_NODES', 'redis-a,redis-b:6379'], ['REDIS_CLUSTER_NODES', '127.0.0.1:70000'], ['DB_PREPARED_STATEMENTS', 'sometimes'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318'], ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/xml'], ['OTEL_TRACES_SAMPLER_ARG', '2'],
   ];
   for (const [name, value] of invalid) {
     it(`stops on ${name}=${value} with a message naming the variable`, () => {
