@@ -47,6 +47,7 @@ export function withoutLiterals(sql: string): string {
 }
 
 function stripQueries(span: OtelApi.Span): void {
+  if (!span.isRecording()) return;
   const attributes = (span as unknown as { attributes?: Record<string, unknown> }).attributes ?? {};
   for (const name of URL_ATTRIBUTES) {
     const value = attributes[name];
@@ -92,7 +93,9 @@ export function startTracing(role: ProcessRole, queues: readonly string[] = []):
       new PgInstrumentation({
         requireParentSpan: true, ignoreConnectSpans: true,
         requestHook: (span, { query }) => {
-          for (const name of STATEMENT_ATTRIBUTES) span.setAttribute(name, withoutLiterals(query.text));
+          if (!span.isRecording()) return;
+          const text = withoutLiterals(query.text);
+          for (const name of STATEMENT_ATTRIBUTES) span.setAttribute(name, text);
         },
       }),
       // The command's name alone: its arguments may be keys or values.
