@@ -137,6 +137,17 @@ export function annotate(attributes: Attributes): void {
   api.trace.getActiveSpan()?.setAttributes(clean(attributes));
 }
 
+/** Names the HTTP server span after its route (`POST /v1/forms/:formId/submissions`), as the metrics label it. */
+export function nameRequestSpan(method: string | undefined, route: string | undefined, attributes: Attributes = {}): void {
+  const span = api?.trace.getActiveSpan();
+  if (!span) return;
+  if (route) {
+    span.updateName(`${method ?? 'HTTP'} ${route}`);
+    span.setAttribute('http.route', route);
+  }
+  span.setAttributes(clean(attributes));
+}
+
 export type SpanKindName = 'internal' | 'producer' | 'client';
 
 /**

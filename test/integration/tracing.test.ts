@@ -117,6 +117,7 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
     const [server] = named((s) => s.kind === SPAN_KIND.server);
     expect(server, 'the HTTP server span').to.not.equal(undefined);
     expect(server.parentSpanId).to.equal(callerSpanId);
+    expect(server.name).to.equal('POST /v1/forms/:formId/submissions');
     expect(server.resource).to.include({ 'service.name': 'form-service-under-test', 'form_service.process.role': 'api' });
     expect(server.attributes).to.include({
       'form_service.organization.id': tenant.organizationId, 'form_service.form.id': form.id, 'form_service.submission.id': submissionId,
