@@ -4,6 +4,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { hashApiKey } from '../../src/domain/auth/api-keys';
 import { startOtlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../support/fakes/otlp-receiver';
+import { startFakeHubspot, type FakeHubspot } from '../support/fakes/hubspot';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp } from '../support/harness';
 import { deleteQueueKeys } from '../support/databases';
@@ -32,6 +33,8 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
   let webhookReceiver: Receiver;
   let api: ServiceProcess & { url: string };
   let worker: WorkerChild;
+  let crmWorker: WorkerChild;
+  let hubspot: FakeHubspot;
   const prefix = freshQueuePrefix();
 
   before(async () => {
@@ -41,11 +44,16 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
     setupApp = await startTestApp({ QUEUE_PREFIX: prefix });
     api = await spawnApi(tracingEnv(otlp, prefix));
     worker = spawnWorker('webhooks', { ...tracingEnv(otlp, prefix), LOG_LEVEL: 'info' });
+    hubspot = await startFakeHubspot();
+    crmWorker = spawnWorker('crm', { ...tracingEnv(otlp, prefix), HUBSPOT_API_BASE: hubspot.url, LOG_LEVEL: 'info' });
     await waitUntil('the webhook worker to start', async () => worker.output().includes('workers started'), 30_000);
+    await waitUntil('the CRM worker to start', async () => crmWorker.output().includes('workers started'), 30_000);
   });
   after(async () => {
     await api?.stop();
     await worker?.stop();
+    await crmWorker?.stop();
+    await hubspot?.close();
     await webhookReceiver?.close();
     await otlp?.close();
     await setupApp?.close();
@@ -73,6 +81,32 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
     } finally {
       await receiver.close();
     }
+  });
+
+  it('follows a CRM sync in the submission\'s trace, sending traceparent but never the access token', async () => {
+    const tenant = await createTenant(setupApp.app);
+    const token = `pat-${hex(12)}`;
+    const form = await createPublishedForm(setupApp.url, tenant.key, FIELDS, {
+      settings: { integrations: [{ type: 'hubspot', accessToken: token, fieldMap: { fld_email: 'email' } }] },
+    });
+    const traceId = hex(16);
+    const submitted = await call(api.url, 'POST', `/v1/forms/${form.id}/submissions`, {
+      key: tenant.key, headers: { traceparent: `00-${traceId}-${hex(8)}-01` }, body: { data: { fld_email: `crm-${hex(4)}@example.com` } },
+    });
+    expect(submitted.status).to.equal(201);
+    const submissionId: string = submitted.body.submission.id;
+
+    const sync = (await waitUntil('the sync span to be exported', async () => otlp.spans.find((s) => s.traceId === traceId && s.name === 'crm sync attempt'), 15_000))!;
+    expect(sync.resource['form_service.worker.queues']).to.deep.equal(['crm']);
+    expect(sync.attributes).to.include({
+      'form_service.organization.id': tenant.organizationId, 'form_service.form.id': form.id, 'form_service.submission.id': submissionId,
+      'form_service.crm_sync.attempt': 1, 'http.response.status_code': 200,
+    });
+    const call_ = hubspot.requests.find((r) => r.authorization === `Bearer ${token}`)!;
+    expect(call_.traceparent?.split('-')[1]).to.equal(traceId);
+    const upsert = otlp.spans.find((s) => s.traceId === traceId && s.kind === SPAN_KIND.client && s.parentSpanId === sync.spanId && s.name === 'POST')!;
+    expect(call_.traceparent?.split('-')[2]).to.equal(upsert.spanId);
+    expect(otlp.rawBodies.some((body) => body.includes(token))).to.equal(false);
   });
 
   it('follows a submission from the caller through the storing statement and the queue to each delivery attempt, exporting no secret', async () => {
