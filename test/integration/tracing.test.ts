@@ -211,7 +211,10 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
 describe('tracing left off', function () {
   this.timeout(30_000);
 
-  /** Starts the API entry in a process of its own and lists, once it answers, the tracing modules it loaded. */
+  /**
+   * Starts the API entry in a process of its own and lists, once it answers, the tracing modules it
+   * loaded; then it serves one request and stops with SIGTERM, as a deployment would stop it.
+   */
   async function tracingModulesLoaded(env: Record<string, string>): Promise<string[]> {
     const port = await freePort();
     const script = `
@@ -221,6 +224,7 @@ describe('tracing left off', function () {
         if (!up) return setTimeout(poll, 100);
         const loaded = Object.keys(require.cache).filter((file) => /[\\\\/](@opentelemetry|bullmq-otel)[\\\\/]/.test(file));
         process.stdout.write('LOADED ' + JSON.stringify(loaded) + '\\n');
+        await fetch('http://127.0.0.1:${port}/v1/forms').catch(() => undefined);
         process.kill(process.pid, 'SIGTERM');
       };
       poll();`;
@@ -246,6 +250,8 @@ describe('tracing left off', function () {
     try {
       const loaded = await tracingModulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint });
       expect(loaded.some((file) => file.includes('sdk-node'))).to.equal(true);
+      // The request's span went out on shutdown, in the default protocol.
+      expect(otlp.contentTypes).to.include('application/x-protobuf');
     } finally {
       await otlp.close();
     }
