@@ -141,6 +141,14 @@ const schema = Joi.object({
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(15_000),
   RETENTION_DAYS: Joi.number().integer().min(1).max(3650).default(30),
   OWED_SWEEP_INTERVAL_MS: Joi.number().integer().min(100).max(3_600_000).default(30_000),
+  // Read by the OpenTelemetry SDK (src/lib/tracing.ts), checked here so a typo stops the process.
+  OTEL_EXPORTER_OTLP_ENDPOINT: url,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url,
+  OTEL_EXPORTER_OTLP_PROTOCOL: Joi.string().valid('http/protobuf', 'http/json', 'grpc'),
+  OTEL_TRACES_SAMPLER: Joi.string().valid(
+    'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio',
+  ),
+  OTEL_TRACES_SAMPLER_ARG: Joi.number().min(0).max(1),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: Joi.number().integer().min(1_000).max(3_600_000).default(65_000),
   HTTP_HEADERS_TIMEOUT_MS: Joi.number().integer().min(1_000).max(3_600_000)
     .greater(Joi.ref('HTTP_KEEP_ALIVE_TIMEOUT_MS')).default((parent) => parent.HTTP_KEEP_ALIVE_TIMEOUT_MS + 1_000)

@@ -1,3 +1,7 @@
+// First, before anything that loads http, pg or ioredis: the instrumentations patch them as they load.
+import { startTracing } from './lib/tracing';
+startTracing('api');
+
 import { loadConfig, ConfigError } from '../config';
 import { createAppContext } from './app';
 import { startHttp } from './http/start';

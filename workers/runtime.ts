@@ -3,6 +3,7 @@ import type { AppContext } from '../src/app';
 import { blockingRedis } from '../config/redis';
 import { jobLogger } from '../src/lib/logger';
 import { metrics } from '../src/lib/metrics';
+import { bullmqTelemetry } from '../src/lib/tracing';
 import { JOB_NAMES, type QueueName } from '../src/queues/catalogue';
 import { backoffStrategy } from './backoff';
 import { PROCESSORS, PROCESSORS_INIT, type Processor } from './processors';
@@ -49,6 +50,7 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
       lockDuration: app.config.workerLockMs,
       stalledInterval: app.config.workerLockMs,
       settings: { backoffStrategy: backoffStrategy(app.config.webhookRetryDelaysMs) },
+      telemetry: bullmqTelemetry(),
     });
     worker.on('failed', (job, err) => {
       const final = !job || job.attemptsMade >= (job.opts.attempts ?? 1);

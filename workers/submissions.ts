@@ -1,3 +1,7 @@
+// First, before anything that loads http, pg or ioredis: the instrumentations patch them as they load.
+import { startTracing } from '../src/lib/tracing';
+startTracing('worker', ['submissions']);
+
 import { runWorkerProcess } from './process';
 
 runWorkerProcess(['submissions']);

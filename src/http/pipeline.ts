@@ -9,6 +9,7 @@ import { hasScope, type Scope } from '../domain/auth/scopes';
 import { PLAN_LIMITS } from '../../config/plans';
 import { jsonBodyProblem } from '../lib/json-guard';
 import { metrics } from '../lib/metrics';
+import { annotate } from '../lib/tracing';
 import { ApiError, errors, unexpectedError } from './errors';
 import { requestState } from './request-state';
 
@@ -100,6 +101,7 @@ export async function admitKey(app: AppContext, req: Request, res: Response): Pr
   const key = await app.keyStore.authenticate(extractApiKey(req.headers));
   if (!key) throw errors.unauthorized();
   requestState(req).organizationId = key.organizationId;
+  annotate({ 'form_service.organization.id': key.organizationId });
 
   const decision = await app.rateLimiter.hit(`key:${key.id}`, PLAN_LIMITS[key.plan].requestsPerMinute);
   res.header('X-RateLimit-Limit', String(decision.limit));

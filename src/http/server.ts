@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import restify, { type Request, type Response, type Server } from 'restify';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
+import { nameRequestSpan, tracingEnabled } from '../lib/tracing';
 import { ApiError, errors, unexpectedError } from './errors';
 import { extractApiKey } from '../domain/auth/api-keys';
 import { admitKey, describeError } from './pipeline';
@@ -112,6 +113,12 @@ export function createHttpServer(app: AppContext): HttpServer {
     if (lifecycle.draining) res.setHeader('Connection', 'close');
     return next();
   });
+  if (tracingEnabled()) {
+    server.use((req: Request, _res: Response, next) => {
+      nameRequestSpan(req.method, req.getRoute()?.path?.toString(), { 'form_service.request.id': requestState(req).requestId });
+      return next();
+    });
+  }
   server.use(restify.plugins.queryParser({ mapParams: false }));
   server.use(guardRequestBody);
   server.use(restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }));

@@ -1,4 +1,5 @@
 import { flushLogger, type Logger } from './logger';
+import { stopTracing } from './tracing';
 
 const SHUTDOWN_DEADLINE_MS = 30_000;
 
@@ -16,6 +17,7 @@ export function onShutdown(logger: Logger, steps: Array<() => Promise<unknown>>)
     for (const step of steps) {
       await step().catch((err) => logger.error({ err }, 'shutdown step failed'));
     }
+    await stopTracing();
     await flushLogger(logger);
     process.exit(0);
   };

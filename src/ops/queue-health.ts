@@ -42,7 +42,7 @@ export function dueSince(job: Pick<Job, 'timestamp' | 'opts' | 'processedOn' | '
  */
 export async function readQueueStats(queue: Queue, now = Date.now()): Promise<QueueStats> {
   const [counts, oldest, paused] = await Promise.all([
-    // Asking for 'waiting' makes BullMQ count the 'paused' list too.
+    // BullMQ 6 has no 'paused' list: a paused queue's jobs are counted as waiting.
     queue.getJobCounts(...COUNTED_STATES),
     // New jobs are pushed at the head of the wait list, so the first one in ascending order is the oldest.
     queue.getJobs(['wait'], 0, 0, true),
@@ -50,7 +50,7 @@ export async function readQueueStats(queue: Queue, now = Date.now()): Promise<Qu
   ]);
   return {
     name: queue.name,
-    waiting: (counts.waiting ?? 0) + (counts.paused ?? 0) + (counts.prioritized ?? 0),
+    waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0),
     active: counts.active ?? 0,
     delayed: counts.delayed ?? 0,
     failed: counts.failed ?? 0,

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { TickBatch } from '../lib/tick-batch';
+import { bullmqTelemetry, inSpan, jobTraceMetadata } from '../lib/tracing';
 import { DEFAULT_JOB_OPTIONS, jobOptions, QUEUE_NAMES, type JobName, type JobOptions, type JobPayload, type QueueName } from './catalogue';
 
 /** Queues whose jobs are added by id (the usage queue runs on schedulers). */
@@ -15,7 +16,7 @@ const QUEUE_CALL_TIMEOUT_MS = 2_000;
 interface PendingJob {
   name: string;
   data: unknown;
-  opts: JobOptions;
+  opts: JobOptions & { telemetry?: { metadata: string } };
 }
 
 /**
@@ -32,7 +33,7 @@ export class Producer {
     // Each call waiting for the connection listens for it: one per request in flight at most.
     connection.setMaxListeners(0);
     for (const name of QUEUE_NAMES) {
-      const queue = new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name] });
+      const queue = new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS[name], telemetry: bullmqTelemetry() });
       // Connection errors reach the callers of add(); unheard, they would end the process.
       queue.on('error', () => {});
       this.queues.set(name, queue);
@@ -160,7 +161,13 @@ export class Producer {
       tick = new TickBatch((jobs) => this.addTogether(queue, jobs));
       this.ticks.set(queue, tick);
     }
-    return tick.call({ name, data: payload, opts });
+    const batch = tick;
+    // The batch is added in the context of whichever call came first in the tick: each job carries
+    // the context of its own enqueue span instead, so its processing continues its own trace.
+    return inSpan(`enqueue ${queue}.${name}`, { 'bullmq.queue.name': queue, 'bullmq.job.name': name, 'bullmq.job.id': opts.jobId }, () => {
+      const metadata = jobTraceMetadata();
+      return batch.call({ name, data: payload, opts: metadata ? { ...opts, telemetry: { metadata } } : opts });
+    }, 'producer');
   }
 
   private async addTogether(queue: IdQueue, jobs: PendingJob[]): Promise<void[]> {

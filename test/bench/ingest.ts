@@ -6,6 +6,7 @@ import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { newId } from '../../src/lib/ids';
+import { startOtlpReceiver, type OtlpReceiver } from '../support/fakes/otlp-receiver';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { cpuUsed, perSubmission, sampleCpu, type CpuUse } from './cpu';
 import { commandsPerSubmission, snapshotCommands, snapshotStatements, topStatements } from './server-stats';
@@ -34,6 +35,11 @@ import { benchEnvironment, benchNumber } from './support';
  * same service instead (no baseline): submissions per second and CPU per submission of the service
  * process, PostgreSQL (as above) and redis-server.
  * e.g. npm run bench:ingest -- --batch 100 --duration 5 --warmup 1 --connections 16 --api-only
+ *
+ * Tracing (issue 25): `--trace` runs the service with OpenTelemetry on, exporting (OTLP/HTTP, the
+ * default protobuf protocol, every trace sampled unless OTEL_TRACES_SAMPLER says otherwise) to a
+ * receiver on loopback inside the bench process; compare with a run without it.
+ * e.g. npm run bench:ingest -- --duration 10 --orgs 20 --trace
  */
 const DURATION = benchNumber('duration', 15);
 const CONNECTIONS = benchNumber('connections', 32);
@@ -42,6 +48,7 @@ const ORGS = benchNumber('orgs', 1);
 const ENTRY = process.argv.includes('--api-only') ? 'src/api.js' : 'src/main.js';
 const BATCH = benchNumber('batch', 0);
 const WARMUP = benchNumber('warmup', 3);
+const TRACE = process.argv.includes('--trace');
 
 const body = JSON.stringify({
   data: { fld_name: 'Ada Lovelace', fld_email: 'ada@example.com', fld_count: 3, fld_plan: 'pro' },
@@ -132,6 +139,7 @@ async function compareBatches(service: StartedEntry, targets: Array<{ key: strin
 
 async function main(): Promise<void> {
   const env = benchEnvironment('ingest');
+  let otlp: OtlpReceiver | null = null;
   const common = { DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix, NODE_NO_WARNINGS: '1' };
   try {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
@@ -170,7 +178,9 @@ async function main(): Promise<void> {
     }
     // targets[i] belongs to organization i % ORGS, so consecutive requests go to different organizations.
 
-    const service = await startEntry(ENTRY, { ...common, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' }, 'PORT',
+    otlp = TRACE ? await startOtlpReceiver() : null;
+    const tracing: Record<string, string> = otlp ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'form-service-bench' } : {};
+    const service = await startEntry(ENTRY, { ...common, ...tracing, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' }, 'PORT',
       // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the service
       (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
     if (BATCH) {
@@ -200,7 +210,7 @@ async function main(): Promise<void> {
     await service.proc.stop();
 
     const bareRow = summary('bare stack (parse + 1 INSERT)', bare!.result);
-    const fullRow = summary(`service (${ENTRY === 'src/api.js' ? 'API only' : 'API + workers'}, ${ORGS} org${ORGS === 1 ? '' : 's'})`, full.result);
+    const fullRow = summary(`service (${ENTRY === 'src/api.js' ? 'API only' : 'API + workers'}, ${ORGS} org${ORGS === 1 ? '' : 's'}, tracing ${otlp ? 'on' : 'off'})`, full.result);
     console.table([bareRow, fullRow]);
     console.table(cpuTable(bare!.cpu, bareRow.accepted, full.cpu, fullRow.accepted));
     const serving = (c: CpuUse) => c.node + c.postgres + c.redis;
@@ -220,7 +230,13 @@ async function main(): Promise<void> {
     }
     console.log('Redis INFO commandstats, service phase, per submission (every client of this Redis, not only the bench):');
     console.table(commandsPerSubmission(commandsBefore, commandsAfter, fullRow.accepted).slice(0, 15));
+    if (otlp) {
+      const bytes = otlp.rawBodies.reduce((sum, b) => sum + b.length, 0);
+      console.log(`tracing: ${otlp.rawBodies.length} OTLP export requests (${[...new Set(otlp.contentTypes)].join(', ')}), `
+        + `${(bytes / 1024).toFixed(0)} KiB received since the service started (warm-up included)`);
+    }
   } finally {
+    await otlp?.close();
     await env.cleanup();
   }
 }

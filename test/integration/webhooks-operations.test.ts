@@ -361,7 +361,7 @@ describe('manual retry of a delivery waiting on a long retry delay', () => {
   });
 
   const jobsOf = async (deliveryId: string) => {
-    const jobs = await stack.api.app.producer.queue('webhooks').getJobs(['wait', 'delayed', 'active', 'prioritized', 'paused']);
+    const jobs = await stack.api.app.producer.queue('webhooks').getJobs(['wait', 'delayed', 'active', 'prioritized']);
     return jobs.filter((j) => j?.data.deliveryId === deliveryId);
   };
 

@@ -53,6 +53,7 @@ describe('configuration', () => {
     ['RETENTION_DAYS', '0'], ['DB_STATEMENT_TIMEOUT_MS', '-1'], ['OWED_SWEEP_INTERVAL_MS', 'often'],
     ['REDIS_CLUSTER_NODES', 'redis-a,redis-b:6379'], ['REDIS_CLUSTER_NODES', '127.0.0.1:70000'], ['DB_PREPARED_STATEMENTS', 'sometimes'],
     ['STRIPE_PUBLISHABLE_KEY', 'sk_live_secret'], ['STRIPE_JS_URL', 'javascript:alert(1)'], ['PAYMENT_ABANDON_HOURS', '0'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318'], ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/xml'], ['OTEL_TRACES_SAMPLER_ARG', '2'],
   ];
   for (const [name, value] of invalid) {
     it(`stops on ${name}=${value} with a message naming the variable`, () => {

@@ -4,6 +4,7 @@ import { attemptCrmSync, type ConnectionPauses } from '../../src/domain/crm/crm-
 import type { JobPayload } from '../../src/queues/catalogue';
 import { crmGiveUpMessage } from '../../src/domain/crm/policy';
 import { settle } from '../settle';
+import { inSpan } from '../../src/lib/tracing';
 
 /** Pauses live in Redis so every crm worker process honours them; without Redis, nothing is paused. */
 function redisPauses(app: AppContext): ConnectionPauses {
@@ -24,6 +25,10 @@ function redisPauses(app: AppContext): ConnectionPauses {
  * is moved back to delayed without spending an attempt.
  */
 export async function sync(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>) {
+  return inSpan('crm sync attempt', { 'form_service.crm_sync.id': job.data.syncId, 'bullmq.job.attempts.made': job.attemptsMade }, () => syncOnce(app, job));
+}
+
+async function syncOnce(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>) {
   const run = await attemptCrmSync(app, job.data.syncId, redisPauses(app));
   switch (run.kind) {
     case 'skipped':

@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import { sha256Hex, unseal } from '../../lib/crypto';
+import { annotate } from '../../lib/tracing';
 import { callOnce, maxAttempts, type AttemptDeps, type AttemptResult } from '../outbound/attempt';
 import { decideCrmSync, type CrmDecision } from './policy';
 import { failSync, findSyncForAttempt, recordSyncAttempt } from './store';
@@ -46,6 +47,10 @@ export async function attemptCrmSync(deps: AttemptDeps, syncId: string, pauses: 
   const em = deps.orm.em.fork();
   const row = await findSyncForAttempt(em, syncId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
+  annotate({
+    'form_service.organization.id': row.organization_id, 'form_service.form.id': row.form_id,
+    'form_service.submission.id': row.submission_id, 'form_service.crm_sync.attempt': row.attempts + 1,
+  });
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
   if (row.status === 'failed') return { kind: 'skipped', reason: 'already_failed' };
   if (!row.data) return markUnsyncable(em, syncId, 'Submission was deleted');
@@ -65,6 +70,7 @@ export async function attemptCrmSync(deps: AttemptDeps, syncId: string, pauses: 
     statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts + 1,
     maxAttempts: maxAttempts(schedule), schedule, random: Math.random,
   });
+  annotate({ 'http.response.status_code': result.statusCode ?? undefined, 'form_service.crm_sync.outcome': decision.kind });
   if (decision.kind === 'retry' && decision.pauseMs) await pauses.pause(connectionId, decision.pauseMs);
   await recordSyncAttempt(em, syncId, result, decision, new Date());
   return { kind: 'attempted', decision, result };

@@ -6,6 +6,9 @@ import type { CrmDecision } from './policy';
 
 export interface SyncRow {
   id: string;
+  organization_id: string;
+  form_id: string;
+  submission_id: string;
   status: string;
   attempts: number;
   integration_id: string | null;
@@ -17,7 +20,7 @@ export interface SyncRow {
 /** A sync with its submission's values and its form's current settings (either may be gone). */
 export async function findSyncForAttempt(em: Em, syncId: string): Promise<SyncRow | undefined> {
   const [row] = await em.execute<SyncRow[]>(
-    `select c.id, c.status, c.attempts, c.integration_id, s.data, s.submitter_email, f.settings
+    `select c.id, c.organization_id, c.form_id, c.submission_id, c.status, c.attempts, c.integration_id, s.data, s.submitter_email, f.settings
        from crm_syncs c left join submissions s on s.id = c.submission_id left join forms f on f.id = c.form_id
       where c.id = ?`,
     [syncId],

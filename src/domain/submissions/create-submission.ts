@@ -6,6 +6,7 @@ import { newTimeOrderedId } from '../../lib/ids';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
 import { isPlainObject } from '../../lib/objects';
+import { annotate } from '../../lib/tracing';
 import type { Producer } from '../../queues/producer';
 import type { CachedForm, FormCache } from '../forms/form-cache';
 import type { Field } from '../forms/types';
@@ -181,6 +182,7 @@ export async function checkSubmission(
     createdAt, paymentIntentId: payment.intentId,
     idempotency: idem ? { ...idem, responseBody: { submission } } : null,
   };
+  annotate({ 'form_service.organization.id': row.organizationId, 'form_service.form.id': row.formId, 'form_service.submission.id': row.id });
   return { ok: true, checked: { row, submission, form } };
 }
 

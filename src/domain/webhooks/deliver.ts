@@ -1,4 +1,5 @@
 import { unseal } from '../../lib/crypto';
+import { annotate } from '../../lib/tracing';
 import { maxAttempts, type AttemptDeps } from '../outbound/attempt';
 import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from './store';
 import { decideDelivery, type DeliveryDecision } from './policy';
@@ -40,6 +41,11 @@ export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Pr
   const em = deps.orm.em.fork();
   const row = await findDeliveryForAttempt(em, deliveryId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
+  const attempt = row.attempts - row.retry_base + 1;
+  annotate({
+    'form_service.organization.id': row.organization_id, 'form_service.webhook.id': row.webhook_id,
+    'form_service.event.type': row.event_type, 'form_service.delivery.attempt': attempt,
+  });
   if (row.status === 'succeeded') return { kind: 'skipped', reason: 'already_succeeded' };
   if (row.status === 'failed') return { kind: 'skipped', reason: 'already_failed' };
   if (!row.enabled) {
@@ -55,10 +61,11 @@ export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Pr
   const now = new Date();
   const schedule = deps.config.webhookRetryDelaysMs;
   const decision = decideDelivery({
-    statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt: row.attempts - row.retry_base + 1,
+    statusCode: result.statusCode, retryAfterMs: result.retryAfterMs, attempt,
     maxAttempts: maxAttempts(schedule), schedule, random: Math.random,
     failingSince: row.failing_since ? new Date(row.failing_since) : null, now,
   });
+  annotate({ 'http.response.status_code': result.statusCode ?? undefined, 'form_service.delivery.outcome': decision.kind });
   await recordDeliveryAttempt(em, row, result, decision, now);
   return { kind: 'attempted', decision, result };
 }

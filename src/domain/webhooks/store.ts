@@ -10,6 +10,7 @@ import type { SendResult } from './sender';
 
 export interface DeliveryRow {
   id: string;
+  organization_id: string;
   payload: string;
   status: string;
   event_type: string;
@@ -116,7 +117,7 @@ export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: Se
 }
 
 const FIND_DELIVERY_SQL = `
-  select d.id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
+  select d.id, d.organization_id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
          case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
     from webhook_deliveries d join webhooks w on w.id = d.webhook_id`;
 

@@ -10,6 +10,7 @@ import { parseJsonBody } from '../pipeline';
 import { publicRefusalError } from '../presenters/refusals';
 import { rateLimitClientKey } from '../../lib/client-ip';
 import { metrics } from '../../lib/metrics';
+import { annotate } from '../../lib/tracing';
 import { admitPublicRequest, publicFormBuilder } from '../public-admission';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
@@ -32,6 +33,7 @@ async function admittedFormOrRefusal(
   for (const [name, value] of Object.entries(headers)) res.header(name, value);
   if (admission.ok) {
     requestState(req).organizationId = admission.form.organizationId;
+    annotate({ 'form_service.organization.id': admission.form.organizationId, 'form_service.form.id': admission.form.id });
     return admission.form;
   }
   if (admission.kind === 'not_found') throw publicErrors.formNotFound();

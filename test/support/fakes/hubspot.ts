@@ -7,7 +7,7 @@ export interface FakeHubspot {
   url: string;
   /** Stored contacts by lower-cased email: every property ever upserted, including `email`. */
   contacts: Map<string, Record<string, string>>;
-  requests: Array<{ method: string; path: string; authorization: string | undefined; body: unknown }>;
+  requests: Array<{ method: string; path: string; authorization: string | undefined; traceparent?: string; body: unknown }>;
   /** The next n calls answer 429 (HubSpot's secondly-limit error), with Retry-After when given. */
   rateLimitNext(n: number, retryAfterSeconds?: number): void;
   /** Any Bearer token is accepted except the ones rejected here (answered 401). */
@@ -101,7 +101,8 @@ export async function startFakeHubspot(): Promise<FakeHubspot> {
     const path = new URL(req.url ?? '/', 'http://hubspot.local').pathname;
     const authorization = req.headers.authorization;
     const body = parseJson(await readRawBody(req));
-    requests.push({ method: req.method ?? '', path, authorization, body });
+    const traceparent = typeof req.headers.traceparent === 'string' ? req.headers.traceparent : undefined;
+    requests.push({ method: req.method ?? '', path, authorization, traceparent, body });
 
     const token = /^Bearer (\S+)$/.exec(authorization ?? '')?.[1];
     if (!token || rejectedTokens.has(token)) {
