@@ -256,7 +256,7 @@ describe('durability faults (real processes)', function () {
       expect(workers.child.exitCode, 'the worker process kept running').to.equal(null);
       const scheduled = new IORedis(redis.url);
       try {
-        const names = await scheduled.zrange(`${prefix}:usage:repeat`, 0, -1);
+        const names = await scheduled.zrange(`${prefix}:usage:repeat`, '0', '-1');
         expect(names).to.include.members(['relay-outbox', 'sweep-owed', 'maintenance', 'rollup-usage']);
       } finally {
         scheduled.disconnect();
@@ -381,8 +381,13 @@ describe('durability faults (real processes)', function () {
       const { tenant, formId } = await tenantWithForm(service.url, receiver.url);
       const ledger = new Ledger();
       let running = true;
-      const load = Array.from({ length: 6 }, async () => {
-        while (running) await ledger.submit(service, tenant, formId);
+      // One key per loop: a fast service answers more than one key's 2,000 requests a minute here.
+      const tenants = [tenant, ...await Promise.all(Array.from({ length: 5 }, async () => ({
+        organizationId: tenant.organizationId,
+        key: (await createApiKey(orm.em.fork(), { organizationId: tenant.organizationId, scopes: ['*'] })).key,
+      })))];
+      const load = tenants.map(async (loopTenant) => {
+        while (running) await ledger.submit(service, loopTenant, formId);
       });
       // Cut every connection a few times; then hold all traffic (a black-holed network) for 3 s.
       for (let i = 0; i < 4; i++) {
