@@ -31,3 +31,27 @@ export function domId(fieldId: string, suffix: string): string {
 export function visuallyHidden(text: string): HTMLSpanElement {
   return h('span', { class: 'fs-sr-only' }, text);
 }
+
+/**
+ * Waits for a third-party script the page's HTML already includes (by element id) to define its
+ * global: the global at once if it is there, else after the script's load event, within `timeoutMs`.
+ */
+export function scriptGlobal<T>(scriptId: string, read: () => T | undefined, what: string, timeoutMs: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const ready = read();
+    if (ready) return resolve(ready);
+    const script = document.getElementById(scriptId);
+    if (!script) return reject(new Error(`${what} missing`));
+    const timer = setTimeout(() => reject(new Error(`${what} timed out`)), timeoutMs);
+    script.addEventListener('load', () => {
+      clearTimeout(timer);
+      const loaded = read();
+      if (loaded) resolve(loaded);
+      else reject(new Error(`${what} did not define its global`));
+    });
+    script.addEventListener('error', () => {
+      clearTimeout(timer);
+      reject(new Error(`${what} failed to load`));
+    });
+  });
+}

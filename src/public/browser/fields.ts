@@ -5,7 +5,7 @@ import { FILE_MAX_SIZE } from '../../domain/submissions/validate';
 import { Child, domId, h, visuallyHidden } from './dom';
 import { ControlParts, describedBy, groupFrame, labelledFrame, requiredMark, helpText, errorSlot } from './frame';
 import { signatureControl } from './signature';
-import { formatBytes, isSplitName } from './values';
+import { formatAmount, formatBytes, isSplitName } from './values';
 
 export interface FieldHooks {
   /** The person changed the field's value. */
@@ -388,17 +388,6 @@ function fileControl(field: Field, on: FieldHooks): ControlParts {
     focus: () => input.focus(),
     settled: () => reading,
   };
-}
-
-/** Stripe amounts are in the currency's minor unit. */
-function formatAmount(amount: unknown, currency: unknown): string | null {
-  if (typeof amount !== 'number' || typeof currency !== 'string') return null;
-  try {
-    const format = new Intl.NumberFormat(undefined, { style: 'currency', currency: currency.toUpperCase() });
-    return format.format(amount / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
-  } catch {
-    return null;
-  }
 }
 
 function paymentControl(field: Field, on: FieldHooks): ControlParts {

@@ -8,9 +8,10 @@
 import type { Field } from '../../domain/forms/types';
 import type { PublicFormJson } from '../../domain/public/types';
 import { createPaymentIntent, postCheck, type CheckOutcome, type SubmissionBody } from './api';
-import { domId, h } from './dom';
+import { domId, h, scriptGlobal } from './dom';
 import type { FieldControl, FieldHooks } from './fields';
 import { describedBy, errorSlot, helpText, requiredMark } from './frame';
+import { formatAmount } from './values';
 
 interface StripeError { type?: string; code?: string; message?: string }
 interface StripeIntent { id: string; status: string; last_payment_error?: StripeError | null }
@@ -41,32 +42,7 @@ const PROCESSING = 'Your payment is still being processed. Please wait a moment,
 const KEPT_FOR_MS = 60 * 60 * 1000;
 
 function loadStripe(): Promise<(publishableKey: string) => StripeClient> {
-  return new Promise((resolve, reject) => {
-    if (window.Stripe) return resolve(window.Stripe);
-    const script = document.getElementById(SCRIPT_ID);
-    if (!script) return reject(new Error('Stripe.js script missing'));
-    const timer = setTimeout(() => reject(new Error('Stripe.js timed out')), LOAD_TIMEOUT_MS);
-    script.addEventListener('load', () => {
-      clearTimeout(timer);
-      if (window.Stripe) resolve(window.Stripe);
-      else reject(new Error('Stripe.js did not define Stripe'));
-    });
-    script.addEventListener('error', () => {
-      clearTimeout(timer);
-      reject(new Error('Stripe.js failed to load'));
-    });
-  });
-}
-
-/** Stripe amounts are in the currency's minor unit. */
-function formatAmount(amount: unknown, currency: unknown): string | null {
-  if (typeof amount !== 'number' || typeof currency !== 'string') return null;
-  try {
-    const format = new Intl.NumberFormat(undefined, { style: 'currency', currency: currency.toUpperCase() });
-    return format.format(amount / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
-  } catch {
-    return null;
-  }
+  return scriptGlobal(SCRIPT_ID, () => window.Stripe, 'Stripe.js', LOAD_TIMEOUT_MS);
 }
 
 /** What is kept across a redirect: the answers, and which intent they wait on. */

@@ -1,4 +1,5 @@
 // Invisible Turnstile challenge, using only the documented render/execute/reset/getResponse API.
+import { scriptGlobal } from './dom';
 interface TurnstileApi {
   render(container: HTMLElement, params: Record<string, unknown>): string | undefined;
   execute(container: HTMLElement): void;
@@ -22,21 +23,7 @@ const LOAD_TIMEOUT_MS = 15000;
 const SOLVE_TIMEOUT_MS = 60000;
 
 function loadApi(): Promise<TurnstileApi> {
-  return new Promise((resolve, reject) => {
-    if (window.turnstile) return resolve(window.turnstile);
-    const script = document.getElementById(SCRIPT_ID);
-    if (!script) return reject(new Error('challenge script missing'));
-    const timer = setTimeout(() => reject(new Error('challenge script timed out')), LOAD_TIMEOUT_MS);
-    script.addEventListener('load', () => {
-      clearTimeout(timer);
-      if (window.turnstile) resolve(window.turnstile);
-      else reject(new Error('challenge script did not define turnstile'));
-    });
-    script.addEventListener('error', () => {
-      clearTimeout(timer);
-      reject(new Error('challenge script failed to load'));
-    });
-  });
+  return scriptGlobal(SCRIPT_ID, () => window.turnstile, 'challenge script', LOAD_TIMEOUT_MS);
 }
 
 export function createChallenge(container: HTMLElement, siteKey: string): Challenge {

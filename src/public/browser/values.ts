@@ -160,3 +160,14 @@ export function requiredMessage(field: Field): string {
       return 'This field is required.';
   }
 }
+
+/** Stripe amounts are in the currency's minor unit. */
+export function formatAmount(amount: unknown, currency: unknown): string | null {
+  if (typeof amount !== 'number' || typeof currency !== 'string') return null;
+  try {
+    const format = new Intl.NumberFormat(undefined, { style: 'currency', currency: currency.toUpperCase() });
+    return format.format(amount / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
+  } catch {
+    return null;
+  }
+}
