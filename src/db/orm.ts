@@ -15,6 +15,7 @@ import { Migration20261123001000_counter_slots } from './migrations/Migration202
 import { Migration20261123001100_change_feed_xid } from './migrations/Migration20261123001100_change_feed_xid';
 import { Migration20261123003000_hot_path_indexes } from './migrations/Migration20261123003000_hot_path_indexes';
 import { Migration20261123004000_store_submission_function } from './migrations/Migration20261123004000_store_submission_function';
+import { Migration20261124000000_drop_store_submission_function } from './migrations/Migration20261124000000_drop_store_submission_function';
 import { Migration20261124020000_payment_intents } from './migrations/Migration20261124020000_payment_intents';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
@@ -31,6 +32,7 @@ const MIGRATIONS = [
   { name: 'Migration20261123001100_change_feed_xid', class: Migration20261123001100_change_feed_xid },
   { name: 'Migration20261123003000_hot_path_indexes', class: Migration20261123003000_hot_path_indexes },
   { name: 'Migration20261123004000_store_submission_function', class: Migration20261123004000_store_submission_function },
+  { name: 'Migration20261124000000_drop_store_submission_function', class: Migration20261124000000_drop_store_submission_function },
   { name: 'Migration20261124020000_payment_intents', class: Migration20261124020000_payment_intents },
 ];
 
@@ -64,7 +66,7 @@ export function withoutReadTimeout<T extends object>(submittable: T): T {
  * longer) ends a wait on a database that no longer answers at all (a black-holed network), and TCP
  * keepalive finds connections whose peer is gone. Behind PgBouncer (no prepared statements) the
  * server-side limits are not sent as startup parameters, which it refuses: set them on the role
- * (`ALTER ROLE … SET statement_timeout = …`); the client-side ones still apply.
+ * (`ALTER ROLE … SET statement_timeout = …`, and `jit = off`); the client-side ones still apply.
  */
 function connectionOptions(timeouts: DbTimeouts, startupParameters: boolean): Record<string, unknown> {
   return {
@@ -75,6 +77,10 @@ function connectionOptions(timeouts: DbTimeouts, startupParameters: boolean): Re
     ...(startupParameters && timeouts.statementMs ? { statement_timeout: timeouts.statementMs } : {}),
     ...(startupParameters && timeouts.lockMs ? { lock_timeout: timeouts.lockMs } : {}),
     ...(startupParameters && timeouts.idleInTransactionMs ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs } : {}),
+    // The storing statement is one large CTE whose cost estimate passes jit_above_cost: compiling it
+    // took 100+ ms per execution for a statement that runs in about one. No statement of this
+    // service scans enough to gain from JIT (behind PgBouncer: ALTER ROLE … SET jit = off).
+    ...(startupParameters ? { options: '-c jit=off' } : {}),
   };
 }
 

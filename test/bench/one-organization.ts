@@ -6,13 +6,13 @@ import { createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { insertSubmission } from '../../src/domain/submissions/store';
+import { storeSubmissions } from '../../src/domain/submissions/store';
 import { newId } from '../../src/lib/ids';
 import { benchEnvironment, benchNumber } from './support';
 
 /**
  * One organization against many, at the storing statement alone (issue 13, goal 2): `--connections`
- * pooled connections each store submissions one after the other (insertSubmission: the quota, the
+ * pooled connections each store submissions one after the other (storeSubmissions, one at a time: the quota, the
  * change feed, the outbox row, one commit each), spread over one organization or over `--orgs`, in
  * alternating phases of `--duration` seconds so that drifting load on the machine hits both alike.
  * No HTTP, no workers: what is left is how the organization's commits wait for each other.
@@ -67,11 +67,12 @@ async function main(): Promise<void> {
           for (let i = c; Date.now() < until; i += CONNECTIONS) {
             const target = targets[i % orgs];
             const createdAt = new Date();
-            const outcome = await insertSubmission(orm, {
+            const [settled] = await storeSubmissions(orm, [{
               id: newId('sub'), ...target, month: quotaMonth(createdAt), data: { fld_name: 'Ada' }, submitterEmail: null,
-              submitterName: null, source: 'api', createdAt, paymentIntentId: null, idempotency: null,
-            });
-            if (outcome.kind !== 'created') throw new Error(`not stored: ${outcome.kind}`);
+              submitterName: null, source: 'api', createdAt, claims: [], idempotency: null,
+            }]);
+            if ('error' in settled) throw settled.error;
+            if (settled.outcome.kind !== 'created') throw new Error(`not stored: ${settled.outcome.kind}`);
             stored++;
           }
         }));

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { Client } from 'pg';
 import { decodeCursor, encodeCursor, purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/read-service';
-import { INSERT_SUBMISSION_SQL, insertSubmissionValues, splitQuotaSlots, type SubmissionRow } from '../../src/domain/submissions/store';
+import { splitQuotaSlots, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, type SubmissionRow } from '../../src/domain/submissions/store';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';
 import { feedSettled } from '../support/change-feed';
@@ -13,6 +13,9 @@ import {
 /** knex-style `?` placeholders as PostgreSQL's `$n`, to run a store's statement on a bare client. */
 const positional = (sql: string) => { let n = 0; return sql.replace(/\?/g, () => `$${++n}`); };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Connections of their own that store as the service's do (which run with JIT off, see src/db/orm.ts). */
+const SERVICE_LIKE_CONNECTION = { connectionString: process.env.DATABASE_URL, options: '-c jit=off' };
 
 describe('change feed (GET /v1/submissions/changes)', () => {
   let t: TestApp;
@@ -142,23 +145,23 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     return {
       id: newId('sub'), organizationId: tenant.organizationId, formId: form.id, formUpdatedAt: cached.updatedAt,
       month: quotaMonth(createdAt), data: { fld_name: 'x' }, submitterEmail: null, submitterName: null, source: 'api',
-      createdAt, paymentIntentId: null, idempotency: null,
+      createdAt, claims: [], idempotency: null,
     };
   }
 
   it('a transaction that wrote earlier and commits later holds back the later ones (which commit meanwhile) and is listed first, never skipped', async () => {
     await feedSettled();
     const { cursor } = await drain(null);
-    const early = new Client({ connectionString: process.env.DATABASE_URL });
-    const late = new Client({ connectionString: process.env.DATABASE_URL });
+    const early = new Client(SERVICE_LIKE_CONNECTION);
+    const late = new Client(SERVICE_LIKE_CONNECTION);
     await Promise.all([early.connect(), late.connect()]);
     try {
       const earlyRow = await submissionRow();
       const lateRow = await submissionRow();
       await early.query('begin');
-      await early.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(earlyRow));
+      await early.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([earlyRow]));
       // Writers of one organization no longer wait for each other: the later one commits first.
-      const [stored] = (await late.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(lateRow))).rows;
+      const [stored] = (await late.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([lateRow]))).rows;
       expect(stored.quota_ok).to.equal(1);
       expect((await drain(cursor)).changes, 'the committed later change waits for the earlier transaction').to.deep.equal([]);
       await early.query('commit');
@@ -173,15 +176,15 @@ describe('change feed (GET /v1/submissions/changes)', () => {
   it('is only held back, never broken, by a long-open transaction elsewhere; a rolled-back writer leaves no change', async () => {
     await feedSettled();
     const { cursor } = await drain(null);
-    const unrelated = new Client({ connectionString: process.env.DATABASE_URL });
-    const doomed = new Client({ connectionString: process.env.DATABASE_URL });
+    const unrelated = new Client(SERVICE_LIKE_CONNECTION);
+    const doomed = new Client(SERVICE_LIKE_CONNECTION);
     await Promise.all([unrelated.connect(), doomed.connect()]);
     try {
       await unrelated.query('begin');
       await unrelated.query('select pg_current_xact_id()'); // as any transaction that wrote
       const doomedRow = await submissionRow();
       await doomed.query('begin');
-      await doomed.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(doomedRow));
+      await doomed.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([doomedRow]));
       const a = await submit({ data: { fld_name: 'while held back' } });
       const held = await feed(`?after=${cursor}`);
       expect(held.body).to.deep.equal({ changes: [], nextCursor: cursor, hasMore: false });
@@ -229,7 +232,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     let writing = true;
 
     async function writer(w: number): Promise<void> {
-      const client = new Client({ connectionString: process.env.DATABASE_URL });
+      const client = new Client(SERVICE_LIKE_CONNECTION);
       await client.connect();
       try {
         for (let i = 0; Date.now() < deadline; i++) {
@@ -246,11 +249,11 @@ describe('change feed (GET /v1/submissions/changes)', () => {
           } else {
             const createdAt = new Date();
             const id = newId('sub');
-            await client.query(INSERT_SUBMISSION_SQL, insertSubmissionValues({
+            await client.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([{
               id, organizationId: tenant.organizationId, formId: form.id, formUpdatedAt: cached.updatedAt,
               month: quotaMonth(createdAt), data: { fld_name: `w${w} #${i}` }, submitterEmail: null, submitterName: null,
-              source: 'api', createdAt, paymentIntentId: null, idempotency: null,
-            }));
+              source: 'api', createdAt, claims: [], idempotency: null,
+            }]));
             change = `created ${id}`;
           }
           if (holdMs) await client.query('select pg_sleep($1)', [holdMs / 1000]);

@@ -3,12 +3,15 @@ import { Client } from 'pg';
 import { updateOrganization } from '../../src/domain/auth/admin';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import {
-  afterUncounted, INSERT_SUBMISSION_SQL, insertSubmission, insertSubmissionValues, QUOTA_SLOTS, splitQuotaSlots, type SubmissionRow,
+  afterUncounted, QUOTA_SLOTS, splitQuotaSlots, STORE_SUBMISSIONS_SQL, storeSubmissions, storeSubmissionsValues, type Settled, type SubmissionRow,
 } from '../../src/domain/submissions/store';
 import { ensureDatabase, initOrm, type Orm } from '../../src/db/orm';
 import { newId } from '../../src/lib/ids';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+
+/** The outcome of a submission stored alone. */
+const outcomeOf = ([settled]: Settled[]): string => ('error' in settled ? 'error' : settled.outcome.kind);
 
 /** The monthly quota split into slots (QUOTA_SLOTS in src/domain/submissions/store.ts). */
 describe('monthly quota in slots', () => {
@@ -121,11 +124,11 @@ describe('monthly quota in slots', () => {
       const createdAt = new Date();
       return {
         id: newId('sub'), organizationId: tenant.organizationId, formId: form.id, formUpdatedAt: cached.updatedAt, month,
-        data: { fld_name: 'x' }, submitterEmail: null, submitterName: null, source: 'api', createdAt, paymentIntentId: null, idempotency: null,
+        data: { fld_name: 'x' }, submitterEmail: null, submitterName: null, source: 'api', createdAt, claims: [], idempotency: null,
       };
     }
     const insert = async (decisive = false) =>
-      (await client.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(await row(), decisive))).rows[0];
+      (await client.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([await row()], decisive))).rows[0];
     const usedBySlot = async () => (await slotsOf(tenant.organizationId)).map((s) => s.used);
 
     it('counts in its own slot while it has room, then in the next slot with room', async () => {
@@ -150,7 +153,7 @@ describe('monthly quota in slots', () => {
         await holder.query('select 1 from usage_counter_slots where organization_id = $1 for update', [tenant.organizationId]);
         const fast = await insert();
         expect(fast.quota_ok).to.equal(0);
-        expect(afterUncounted(fast, 1, false, 0)).to.equal('decisive');
+        expect(afterUncounted(fast, false, 0)).to.equal('decisive');
         const waiting = insert(true);
         await holder.query('commit');
         expect((await waiting).quota_ok).to.equal(1);
@@ -163,23 +166,23 @@ describe('monthly quota in slots', () => {
       await query('update usage_counter_slots set used = allowance where organization_id = ? and month = ?', [tenant.organizationId, month]);
       const full = await insert();
       expect(full.quota_ok).to.equal(0);
-      expect(afterUncounted(full, 1, false, 0)).to.equal('refuse');
+      expect(afterUncounted(full, false, 0)).to.equal('refuse');
     });
 
     it('takes the plans\' quotas from the calling process (config/plans.ts), not from the database', async () => {
       await updateOrganization(t.app.orm.em.fork(), tenant.organizationId, { monthlyQuota: null, plan: 'free' });
       await splitQuotaSlots(t.app.orm.em.fork(), tenant.organizationId, month);
       expect((await insert()).quota_ok).to.equal(1);
-      const values = insertSubmissionValues(await row());
-      values[values.length - 1] = JSON.stringify({ free: 3, pro: 3, business: 3, enterprise: 3 });
-      const other = (await client.query(INSERT_SUBMISSION_SQL, values)).rows[0];
+      const values = storeSubmissionsValues([await row()]);
+      values[1] = JSON.stringify({ free: 3, pro: 3, business: 3, enterprise: 3 });
+      const other = (await client.query(STORE_SUBMISSIONS_SQL, values)).rows[0];
       expect(other).to.include({ form_ok: 1, quota_ok: 0, slots_ready: false });
     });
 
     it('stores nothing and counts nothing for a form changed since it was validated', async () => {
       const before = await usedBySlot();
       const stale = { ...(await row()), formUpdatedAt: new Date(0) };
-      const answer = (await client.query(INSERT_SUBMISSION_SQL, insertSubmissionValues(stale))).rows[0];
+      const answer = (await client.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([stale]))).rows[0];
       expect(answer).to.include({ form_ok: 0, quota_ok: 0, claimed: 0, idem: 0 });
       expect(await usedBySlot()).to.deep.equal(before);
       expect(await stored(tenant.organizationId)).to.equal(0);
@@ -189,8 +192,8 @@ describe('monthly quota in slots', () => {
       await updateOrganization(t.app.orm.em.fork(), tenant.organizationId, { monthlyQuota: 3 });
       const stale = await insert();
       expect(stale.quota_ok).to.equal(0);
-      expect(afterUncounted(stale, 1, false, 0)).to.equal('split');
-      const outcomes = await Promise.all(Array.from({ length: 6 }, async () => (await insertSubmission(t.app.orm, await row())).kind));
+      expect(afterUncounted(stale, false, 0)).to.equal('split');
+      const outcomes = await Promise.all(Array.from({ length: 6 }, async () => outcomeOf(await storeSubmissions(t.app.orm, [await row()]))));
       expect(outcomes.filter((k) => k === 'created')).to.have.length(3);
       expect(outcomes.filter((k) => k === 'quota_exceeded')).to.have.length(3);
     });
@@ -233,13 +236,13 @@ describe('migration Migration20261123001000_counter_slots', () => {
     const [form] = await orm.em.getConnection().execute(`select updated_at from forms where id = 'form_m'`);
     const outcomes = await Promise.all(Array.from({ length: 5 }, () => {
       const createdAt = new Date();
-      return insertSubmission(orm, {
+      return storeSubmissions(orm, [{
         id: newId('sub'), organizationId: 'org_m', formId: 'form_m', formUpdatedAt: new Date(form.updated_at), month, data: {},
-        submitterEmail: null, submitterName: null, source: 'api', createdAt, paymentIntentId: null, idempotency: null,
-      });
+        submitterEmail: null, submitterName: null, source: 'api', createdAt, claims: [], idempotency: null,
+      }]).then(outcomeOf);
     }));
-    expect(outcomes.filter((o) => o.kind === 'created')).to.have.length(2);
-    expect(outcomes.filter((o) => o.kind === 'quota_exceeded')).to.have.length(3);
+    expect(outcomes.filter((o) => o === 'created')).to.have.length(2);
+    expect(outcomes.filter((o) => o === 'quota_exceeded')).to.have.length(3);
     const [usage] = await orm.em.getConnection().execute('select used from usage_counters where organization_id = ? and month = ?', ['org_m', month]);
     expect(usage.used).to.equal(10);
     const slots = await orm.em.getConnection().execute('select count(*)::int as n, sum(allowance)::int as allowance from usage_counter_slots where month = ?', [month]);

@@ -15,7 +15,7 @@ const form = {
 const row = (): SubmissionRow => ({
   id: 'sub_0VbkzQqSGoiI4aDL4Ly2', organizationId: 'org_a', formId: 'form_a', formUpdatedAt: form.updatedAt, month: '2026-11',
   data: { fld_email: 'ada@example.com', fld_topic: 'returns' }, submitterEmail: 'ada@example.com', submitterName: null,
-  source: 'api', createdAt: new Date('2026-11-23T01:02:03.456Z'), paymentIntentId: null, idempotency: null,
+  source: 'api', createdAt: new Date('2026-11-23T01:02:03.456Z'), claims: [], idempotency: null,
 });
 
 describe('the created submission\'s fan-out, decided before its statement', () => {

@@ -1,14 +1,9 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { splitAllowances } from '../../src/domain/quotas/quota';
-import { STORE_SUBMISSION_QUOTA_SLOTS } from '../../src/db/migrations/Migration20261123004000_store_submission_function';
-import { afterUncounted, QUOTA_SLOTS } from '../../src/domain/submissions/store';
+import { afterUncounted } from '../../src/domain/submissions/store';
 
 describe('quota slots', () => {
-  it('are as many as the storing function starts from (a change needs a migration replacing store_submission)', () => {
-    expect(STORE_SUBMISSION_QUOTA_SLOTS).to.equal(QUOTA_SLOTS);
-  });
-
   it('split a fresh month evenly, the remainder to the lowest slots, adding up to the quota', () => {
     expect(splitAllowances(37, new Array(16).fill(0))).to.deep.equal([3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]);
     expect(splitAllowances(5, new Array(16).fill(0))).to.deep.equal([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -32,11 +27,11 @@ describe('quota slots', () => {
     }));
   });
 
-  it('after a statement that counted nothing: split unsplit slots, wait in turn when it saw room, else refuse', () => {
-    expect(afterUncounted({ slots_ready: false, slots_room: 0 }, 1, false, 0)).to.equal('split');
-    expect(afterUncounted({ slots_ready: true, slots_room: 3 }, 1, false, 0)).to.equal('decisive');
-    expect(afterUncounted({ slots_ready: true, slots_room: 3 }, 4, false, 0)).to.equal('refuse');
-    expect(afterUncounted({ slots_ready: true, slots_room: 3 }, 1, true, 0)).to.equal('refuse');
-    expect(() => afterUncounted({ slots_ready: false, slots_room: 0 }, 1, true, 3)).to.throw();
+  it('for items a statement counted not: split unsplit slots, wait in turn when it saw room, else refuse', () => {
+    expect(afterUncounted({ slots_ready: false, slots_room: 0 }, false, 0)).to.equal('split');
+    expect(afterUncounted({ slots_ready: true, slots_room: 3 }, false, 0)).to.equal('decisive');
+    expect(afterUncounted({ slots_ready: true, slots_room: 0 }, false, 0)).to.equal('refuse');
+    expect(afterUncounted({ slots_ready: true, slots_room: 3 }, true, 0)).to.equal('refuse');
+    expect(() => afterUncounted({ slots_ready: false, slots_room: 0 }, true, 3)).to.throw();
   });
 });

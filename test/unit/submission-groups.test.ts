@@ -1,31 +1,35 @@
 import { expect } from 'chai';
-import { causedByAnItem, groupable, groupOutcome } from '../../src/domain/submissions/group-store';
-import type { SubmissionRow } from '../../src/domain/submissions/store';
+import { causedByAnItem, itemOutcome, type ItemAnswer, type SubmissionRow } from '../../src/domain/submissions/store';
 
 const row = (over: Partial<SubmissionRow> = {}): SubmissionRow => ({
   id: 'sub_1', organizationId: 'org_1', formId: 'frm_1', formUpdatedAt: new Date(0), month: '2026-11', data: {},
-  submitterEmail: null, submitterName: null, source: 'api', createdAt: new Date(0), paymentIntentId: null, idempotency: null,
+  submitterEmail: null, submitterName: null, source: 'api', createdAt: new Date(0), claims: [], idempotency: null,
   ...over,
 });
-const answer = (over: Record<string, number> = {}) =>
-  ({ seq: 0, form_ok: 1, idem_held: 1, listeners_ok: 1, webhooks: 0, quota_ok: 1, ...over });
+const answer = (over: Partial<ItemAnswer> = {}): ItemAnswer => ({
+  seq: 0, form_ok: 1, idem_held: 1, listeners_ok: 1, webhooks: 0, deferred: 0, quota_ok: 1, taken: null, stored: 1, claimed: 0, idem: 0,
+  slots_ready: true, slots_room: 10, ...over,
+});
 
-describe('submissions stored together: which and what', () => {
-  it('groups only rows that cannot fail a unique key (no payment intent, no idempotency key left to insert)', () => {
-    expect(groupable(row())).to.equal(true);
-    expect(groupable(row({ idempotency: { key: 'k', requestHash: 'h', responseBody: {}, claimToken: 'tok' } }))).to.equal(true);
-    expect(groupable(row({ idempotency: { key: 'k', requestHash: 'h', responseBody: {} } }))).to.equal(false);
-    expect(groupable(row({ paymentIntentId: 'pi_1' }))).to.equal(false);
-  });
-
+describe('the storing statement: what each item gets', () => {
   it('answers as a statement of its own would, in the same order of checks', () => {
-    expect(groupOutcome(row(), answer({ form_ok: 0, idem_held: 0, quota_ok: 0 }))).to.deep.equal({ kind: 'form_changed' });
-    expect(groupOutcome(row(), answer({ idem_held: 0, listeners_ok: 0, quota_ok: 0 }))).to.deep.equal({ kind: 'idempotency_lost' });
-    expect(groupOutcome(row(), answer({ listeners_ok: 0, webhooks: 2, quota_ok: 0 }))).to.deep.equal({ kind: 'listeners_unknown', webhooks: 2 });
+    expect(itemOutcome(row(), answer({ form_ok: 0, idem_held: 0, quota_ok: 0, stored: 0 }))).to.deep.equal({ kind: 'form_changed' });
+    expect(itemOutcome(row(), answer({ idem_held: 0, listeners_ok: 0, quota_ok: 0, stored: 0 }))).to.deep.equal({ kind: 'idempotency_lost' });
+    expect(itemOutcome(row(), answer({ listeners_ok: 0, webhooks: 2, quota_ok: 0, stored: 0 })))
+      .to.deep.equal({ kind: 'listeners_unknown', webhooks: 2 });
   });
 
-  it('leaves a row the quota did not count to be stored alone', () => {
-    expect(groupOutcome(row(), answer({ quota_ok: 0 }))).to.equal(null);
+  it('answers the quota before a claim taken, and names the kind of claim lost', () => {
+    expect(itemOutcome(row(), answer({ quota_ok: 0, taken: 'payment', stored: 0, slots_room: 0 })))
+      .to.deep.equal({ kind: 'uncounted', slots_ready: true, slots_room: 0 });
+    expect(itemOutcome(row(), answer({ taken: 'payment', stored: 0 }))).to.deep.equal({ kind: 'claim_taken', claim: 'payment' });
+    expect(itemOutcome(row(), answer({ taken: 'idempotency', stored: 0 }))).to.deep.equal({ kind: 'idempotency_conflict' });
+  });
+
+  it('leaves an item the quota did not count, or deferred behind an item claiming the same, to a further statement', () => {
+    expect(itemOutcome(row(), answer({ quota_ok: 0, stored: 0, slots_ready: false, slots_room: 0 })))
+      .to.deep.equal({ kind: 'uncounted', slots_ready: false, slots_room: 0 });
+    expect(itemOutcome(row(), answer({ deferred: 1, quota_ok: 0, stored: 0 }))).to.deep.equal({ kind: 'again' });
   });
 
   it('names the deliveries of the matching webhooks (unused spare ids left out) and every sync', () => {
@@ -35,14 +39,18 @@ describe('submissions stored together: which and what', () => {
         syncs: [{ id: 'crm_1', index: 0, integrationId: 'int_1', provider: 'hubspot' }],
       },
     });
-    expect(groupOutcome(fanned, answer({ webhooks: 2 }))).to.deep.equal(
+    expect(itemOutcome(fanned, answer({ webhooks: 2 }))).to.deep.equal(
       { kind: 'created', deliveryIds: ['dlv_1', 'dlv_2'], syncIds: ['crm_1'], webhooks: 2 });
-    expect(groupOutcome(row(), answer())).to.deep.equal({ kind: 'created', deliveryIds: [], syncIds: [], webhooks: 0 });
+    expect(itemOutcome(row(), answer())).to.deep.equal({ kind: 'created', deliveryIds: [], syncIds: [], webhooks: 0 });
+  });
+
+  it('never takes an item neither stored nor refused for a stored one', () => {
+    expect(() => itemOutcome(row(), answer({ stored: 0 }))).to.throw();
   });
 });
 
-describe('submissions stored together: a failed statement', () => {
-  it('is tried again row by row only when a row may have caused it', () => {
+describe('the storing statement: a failed run', () => {
+  it('is tried again item by item only when an item may have caused it', () => {
     expect(causedByAnItem({ code: '23505' })).to.equal(true); // unique violation
     expect(causedByAnItem({ code: '22P02' })).to.equal(true); // a value refused
     expect(causedByAnItem({ code: '57014' })).to.equal(false); // statement timeout

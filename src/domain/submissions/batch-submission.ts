@@ -1,13 +1,9 @@
 import {
-  checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmission, submissionStored, submittableForm,
-  underIdempotencyKey,
+  checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmissions, submittableForm, underIdempotencyKey,
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
   type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
-import { createdFanout } from './fanout';
-import {
-  completeIdempotencyKey, findIdempotencyRecords, insertSubmissionBatch,
-} from './store';
+import { completeIdempotencyKey, findIdempotencyRecords } from './store';
 import type { FieldError } from './validate';
 
 export const BATCH_MAX_ITEMS = 100;
@@ -61,17 +57,10 @@ async function mapAtMost<T, R>(items: T[], atOnce: number, fn: (item: T) => Prom
   return out;
 }
 
-/** One statement can store them only if they share a quota month and no payment intent repeats. */
-function storableTogether(ready: CheckedSubmission[]): boolean {
-  const intents = ready.map((c) => c.row.paymentIntentId).filter((id): id is string => id !== null);
-  return ready.length > 1 && new Set(ready.map((c) => c.row.month)).size === 1 && new Set(intents).size === intents.length;
-}
-
 /**
  * Up to 100 submissions to one form, each checked and stored as if it had been posted alone, in
- * order. The common case costs one statement for all of them; whatever that statement cannot
- * decide as a whole (the quota runs out midway, an intent or key taken meanwhile) is stored item
- * by item through the single-submission path, which gives each the answer it alone would get.
+ * order: the batch is one group of the storing statement (storeSubmissions), which decides each
+ * item on its own and gives each the answer it alone would get.
  * With an Idempotency-Key the batch first claims it, like a single submission: a retry while the
  * first runs is told to wait, and a batch that ends without an answer to keep frees the key.
  */
@@ -133,30 +122,13 @@ async function decideBatch(
     });
     if (ready.length === 0) break;
 
-    if (storableTogether(ready.map((r) => r.checked))) {
-      const rows = ready.map((r) => r.checked.row);
-      const withFanout = (webhooks: number) => rows.forEach((row) => { row.fanout = createdFanout(form, row, webhooks); });
-      withFanout(deps.formCache.webhookHint(form.id));
-      let together = await insertSubmissionBatch(deps.orm, rows);
-      if (together.kind === 'listeners_unknown') {
-        // A stale listener hint: nothing was stored; once more with a delivery per webhook.
-        deps.formCache.noteWebhooks(form.id, together.webhooks);
-        withFanout(together.webhooks);
-        together = await insertSubmissionBatch(deps.orm, rows);
-      }
-      if (together.kind === 'form_changed') continue;
-      if (together.kind === 'created') {
-        submissionStored(deps, rows, together);
-        for (const { index, checked } of ready) outcomes[index] = { index, ok: true, submission: checked.submission };
-        break;
-      }
-    }
+    const results = await storeCheckedSubmissions(deps, ready.map((r) => r.checked), (rows) => deps.submissionWriter.storeGroup(rows));
     let decideAgain = false;
-    for (const { index, checked } of ready) {
-      const result = await storeCheckedSubmission(deps, checked);
-      if (result === DECIDE_AGAIN) { decideAgain = true; break; }
-      outcomes[index] = outcomeOf(index, result);
-    }
+    results.forEach((result, k) => {
+      const { index } = ready[k];
+      if (result === DECIDE_AGAIN) decideAgain = true;
+      else outcomes[index] = outcomeOf(index, result);
+    });
     if (!decideAgain) break;
   }
   if (outcomes.some((o) => !o)) throw new Error('form kept changing while the batch was being stored');

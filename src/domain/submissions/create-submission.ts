@@ -16,10 +16,9 @@ import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
 import { createdFanout } from './fanout';
-import type { SubmissionWriter } from './group-store';
 import {
-  claimIdempotencyKey, findIdempotencyRecord, insertSubmission, releaseIdempotencyKey,
-  type CreatedFanout, type StoredIdempotency, type SubmissionRow,
+  claimIdempotencyKey, findIdempotencyRecord, releaseIdempotencyKey,
+  type ClaimKind, type CreatedFanout, type InsertOutcome, type Settled, type StoredIdempotency, type SubmissionRow, type SubmissionWriter,
 } from './store';
 import { validateSubmission, type FieldError } from './validate';
 
@@ -179,7 +178,7 @@ export async function checkSubmission(
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
     month: quotaMonth(createdAt), data: sealSensitive(form, check.values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
-    createdAt, paymentIntentId: payment.intentId,
+    createdAt, claims: payment.intentId ? [{ kind: 'payment', id: payment.intentId }] : [],
     idempotency: idem ? { ...idem, responseBody: { submission } } : null,
   };
   annotate({ 'form_service.organization.id': row.organizationId, 'form_service.form.id': row.formId, 'form_service.submission.id': row.id });
@@ -189,18 +188,52 @@ export async function checkSubmission(
 /** The form changed (or a record under the key vanished) while storing: decide again on a fresh form. */
 export const DECIDE_AGAIN = Symbol('decide again');
 
-/** Stores one checked submission in its own statement; the answer it alone gets. */
+/** Stores one checked submission, in the group of this event-loop turn; the answer it alone gets. */
 export async function storeCheckedSubmission(deps: SubmissionDeps, checked: CheckedSubmission)
   : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
-  const { row, submission, form } = checked;
-  row.fanout = createdFanout(form, row, deps.formCache.webhookHint(form.id));
-  let outcome = await deps.submissionWriter.store(row);
-  // The form's listener hint was stale: nothing was stored; again, with a delivery per webhook.
-  for (let tries = 0; outcome.kind === 'listeners_unknown' && tries < 2; tries++) {
-    deps.formCache.noteWebhooks(form.id, outcome.webhooks);
-    row.fanout = createdFanout(form, row, outcome.webhooks);
-    outcome = await insertSubmission(deps.orm, row);
+  const [result] = await storeCheckedSubmissions(deps, [checked], (rows) => deps.submissionWriter.storeEach(rows));
+  return result;
+}
+
+/**
+ * Stores checked submissions through `store` (the group of this turn, or a batch's own group); the
+ * answer each alone gets, in their order. An item whose form's listener hint was stale stored
+ * nothing: it is stored again, with a delivery per webhook.
+ */
+export async function storeCheckedSubmissions(
+  deps: SubmissionDeps, checked: CheckedSubmission[], store: (rows: SubmissionRow[]) => Promise<Settled[]>,
+): Promise<Array<SubmissionResult | typeof DECIDE_AGAIN>> {
+  const results: Array<SubmissionResult | typeof DECIDE_AGAIN> = new Array(checked.length);
+  for (const { row, form } of checked) row.fanout = createdFanout(form, row, deps.formCache.webhookHint(form.id));
+  let pending = checked.map((_, i) => i);
+  for (let tries = 0; pending.length > 0; tries++) {
+    const settled = await store(pending.map((i) => checked[i].row));
+    const unheard: number[] = [];
+    for (const [k, i] of pending.entries()) {
+      const s = settled[k];
+      if ('error' in s) throw s.error;
+      const { row, form } = checked[i];
+      if (s.outcome.kind === 'listeners_unknown' && tries < 2) {
+        deps.formCache.noteWebhooks(form.id, s.outcome.webhooks);
+        row.fanout = createdFanout(form, row, s.outcome.webhooks);
+        unheard.push(i);
+      } else {
+        results[i] = await answerOf(deps, checked[i], s.outcome);
+      }
+    }
+    pending = unheard;
   }
+  return results;
+}
+
+/** The refusal of a submission whose claim of that kind (CLAIM_KINDS) backs another submission. */
+const CLAIM_TAKEN: Record<ClaimKind, SubmissionRefusal> = {
+  payment: { kind: 'payment_used' },
+};
+
+/** What a client is answered for a stored (or refused) submission. */
+async function answerOf(deps: SubmissionDeps, { row, submission }: CheckedSubmission, outcome: InsertOutcome)
+  : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
   switch (outcome.kind) {
     case 'created':
       submissionStored(deps, [row], outcome);
@@ -208,8 +241,8 @@ export async function storeCheckedSubmission(deps: SubmissionDeps, checked: Chec
     case 'quota_exceeded':
       metrics.quotaRejections.inc();
       return refuse({ kind: 'quota_exceeded' });
-    case 'payment_used':
-      return refuse({ kind: 'payment_used' });
+    case 'claim_taken':
+      return refuse(CLAIM_TAKEN[outcome.claim]);
     case 'idempotency_lost':
       return refuse({ kind: 'idempotency_key_in_use' });
     case 'idempotency_conflict': {

@@ -2,10 +2,43 @@ import { randomBytes } from 'node:crypto';
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
+import type { Logger } from '../../lib/logger';
+import { metrics } from '../../lib/metrics';
+import { TickBatch } from '../../lib/tick-batch';
 import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
 import { splitAllowances } from '../quotas/quota';
 import { recordChangesSql } from './changes';
 import type { SubmissionSource } from './entities';
+
+/**
+ * Storing submissions: the one statement that stores 1..N submissions of any organizations and
+ * forms (STORE_SUBMISSIONS_SQL), the row it takes (SubmissionRow), the loop that settles what one
+ * run could not (storeSubmissions) and the group commit of concurrent requests (SubmissionWriter).
+ * A lone request is a group of one, the requests of one event-loop turn are a group, a batch is a
+ * group: each item is decided on its own, in the order clients see the checks (form unchanged →
+ * idempotency claim held → listeners known → quota → claims), and no item can undo another.
+ */
+
+/**
+ * What a stored submission takes for itself, so that no other submission can: each kind is one
+ * table of the same shape, `<idColumn> text primary key, organization_id, submission_id`, one row
+ * per thing claimed. An item carries any number of claims (`SubmissionRow.claims`); it is stored
+ * only if it gets every one of them, and its answer names the first kind (in this order) it lost.
+ *
+ * Adding a claim (e.g. file uploads) is one entry here, `upload: { table: 'upload_claims', idColumn:
+ * 'upload_id' }` with its table created by a migration, plus the caller putting `{ kind: 'upload',
+ * id }` in the row's claims and turning a `claim_taken` answer of that kind into its refusal.
+ */
+export const CLAIM_KINDS = {
+  payment: { table: 'payment_claims', idColumn: 'payment_intent_id' },
+} as const satisfies Record<string, { table: string; idColumn: string }>;
+
+export type ClaimKind = keyof typeof CLAIM_KINDS;
+
+export interface Claim {
+  kind: ClaimKind;
+  id: string;
+}
 
 export interface SubmissionRow {
   id: string;
@@ -18,11 +51,13 @@ export interface SubmissionRow {
   submitterName: string | null;
   source: SubmissionSource;
   createdAt: Date;
-  paymentIntentId: string | null;
+  /** What it claims (CLAIM_KINDS): a payment intent, … */
+  claims: Claim[];
   /**
    * The record its answer is kept under. With `claimToken` (a key this request claimed, see
-   * claimIdempotencyKey) the insert completes the claim, and stores nothing if the claim was lost;
-   * without it, the record is inserted and a taken key undoes the insert (idempotency_conflict).
+   * claimIdempotencyKey) storing completes the claim, and stores nothing if the claim was lost;
+   * without it (a batch's items), the record is inserted like a claim: a key taken meanwhile stores
+   * nothing of the item (idempotency_conflict).
    */
   idempotency: { key: string; requestHash: string; responseBody: unknown; claimToken?: string | null } | null;
   /** What the storing statement writes for the listeners of the submission (absent: it expects none). */
@@ -35,7 +70,7 @@ export interface SubmissionRow {
  * (read by the statement itself), one pending sync per active CRM integration of the form (the
  * statement's form check proves the cached settings they come from current). The event payload is
  * built only when webhooks are expected: a statement that finds more matching webhooks than
- * `deliveryIds` (or any without an event) stores nothing and answers `listeners_unknown`.
+ * `deliveryIds` (or any without an event) stores nothing of it and answers `listeners_unknown`.
  */
 export interface SubmissionFanout {
   event: { id: string; payload: string } | null;
@@ -58,53 +93,23 @@ export type InsertOutcome =
   /** Webhooks match that the row brought no delivery (or event) for: nothing was stored; retry with them. */
   | { kind: 'listeners_unknown'; webhooks: number }
   | { kind: 'quota_exceeded' }
-  | { kind: 'payment_used' }
+  /** Something it claims backs another submission: nothing was stored. */
+  | { kind: 'claim_taken'; claim: ClaimKind }
+  /** Its idempotency record (a batch item's) exists already: nothing was stored. */
   | { kind: 'idempotency_conflict' }
   /** The claimed idempotency key's lease lapsed and another request holds it now: nothing was stored. */
   | { kind: 'idempotency_lost' };
 
-
 /**
- * Each plan's monthly submissions (config/plans.ts), passed to the storing statements as an
- * argument rather than written into their text or the storing function's migration: the quotas stay
- * this process's configuration, and a release changing PLAN_LIMITS needs no migration.
+ * Each plan's monthly submissions (config/plans.ts), passed to the storing statement as an
+ * argument rather than written into its text: the quotas stay this process's configuration, and a
+ * release changing PLAN_LIMITS needs no migration.
  */
 export const PLAN_QUOTAS_JSON = JSON.stringify(Object.fromEntries(PLANS.map((p) => [p, PLAN_LIMITS[p].monthlySubmissions])));
 
 /** SQL: the monthly quota of organization `o`, with `planQuotas` the jsonb expression of PLAN_QUOTAS_JSON. */
 export function organizationQuotaSql(planQuotas: string): string {
   return `coalesce(o.monthly_quota, (${planQuotas} ->> o.plan)::int)`;
-}
-
-/**
- * A CTE named `name` writing one pending delivery of a created submission's event per row of
- * `source`, a select yielding `id, webhook_id, organization_id, event_id, payload, seq, n` (n: the
- * webhook's place among the submission's), in (seq, n) order; it returns the delivery ids.
- */
-export function newDeliveriesSql(name: string, source: string): string {
-  return `${name} as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
-  select d.id, d.webhook_id, d.organization_id, d.event_id, '${FORM_SUBMISSION_CREATED}', d.payload, 'pending', now()
-    from (${source}) d
-   order by d.seq, d.n
-  returning id
-)`;
-}
-
-/**
- * A CTE named `name` writing one pending CRM sync per row of `source`, a select yielding `sync` (a
- * sync of SubmissionFanout, as jsonb), `organization_id, form_id, submission_id, seq`, in seq order;
- * it returns the sync ids.
- */
-export function newSyncsSql(name: string, source: string): string {
-  return `${name} as (
-  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
-  select c.sync->>'id', c.organization_id, c.form_id, c.submission_id, (c.sync->>'index')::int, c.sync->>'integrationId',
-         c.sync->>'provider', 'pending', now()
-    from (${source}) c
-   order by c.seq
-  returning id
-)`;
 }
 
 /**
@@ -115,163 +120,444 @@ export function newSyncsSql(name: string, source: string): string {
  * (`allowance`, split by splitAllowances, adding up to the quota exactly): a submission counts
  * itself in one slot with room, under that slot's row lock alone, so submissions on different
  * connections seldom wait on each other, and the month's total never passes the quota because no
- * slot passes its allowance (a check constraint besides). Each connection starts from its own slot
- * (by backend pid) and takes the first slot with room that nobody holds (SKIP LOCKED, so it never
- * waits there); when that finds none although the month has room, a second statement waits its
- * turn on the slots in ascending order (`decisive`), so a submission is refused only when every
- * slot is really full. Slots are locked in ascending order whenever a statement waits on them
- * (batches, the decisive path, splitQuotaSlots), which keeps them free of deadlocks.
+ * slot passes its allowance (a check constraint besides). The storing statement takes, for each
+ * organization and month of its items, the first slot with room nobody holds, starting from the
+ * connection's own (by backend pid; SKIP LOCKED, so it never waits there), and counts in it as many
+ * items as it has room for. When that leaves items uncounted although the month has room, a second
+ * statement waits its turn on the slots in ascending order (`decisive`), as many as it has items,
+ * so an item is refused only when every slot is really full. Slots are locked in ascending order
+ * whenever a statement waits on them (the decisive statement, splitQuotaSlots), which keeps them
+ * free of deadlocks; a decisive statement holds the items of one organization and month only.
  *
  * `split_quota` is the quota the allowances were split for: a statement uses a slot only while it
  * equals the organization's quota as the statement sees it (a split rewrites all of a month's slots
- * in one statement, so a snapshot sees them all split for the same quota). A month without slots, or a quota
- * changed since the split (a plan change, an admin's --monthly-quota), makes the caller split the
- * month afresh (splitQuotaSlots) and try again: a lowered quota never lets a statement that saw it
- * count beyond it.
+ * in one statement, so a snapshot sees them all split for the same quota). A month without slots,
+ * or a quota changed since the split (a plan change, an admin's --monthly-quota), makes the caller
+ * split the month afresh (splitQuotaSlots) and try again: a lowered quota never lets a statement
+ * that saw it count beyond it.
  */
 export const QUOTA_SLOTS = 16;
 
 /** Where this connection starts looking for a slot with room. */
 export const OWN_SLOT_ORDER = `(s.slot - pg_backend_pid() % ${QUOTA_SLOTS} + ${QUOTA_SLOTS}) % ${QUOTA_SLOTS}`;
 
-/**
- * The organization's quota, whether the form is still the published one that was validated
- * against, and the month's slots as this statement's snapshot has them: `ready` when they are
- * split for that quota, `room` left in them.
- */
-const QUOTA_AND_FORM_SQL = `org as (
-  select ${organizationQuotaSql('p.plan_quotas')} as quota from organizations o, p where o.id = p.org
-), form_ok as (
-  select 1 from forms f, p
-   where f.id = p.form and f.organization_id = p.org and f.status = 'published'
-     and f.deleted_at is null and f.updated_at = p.form_updated
-), slots as (
-  select s.slot, s.used, s.allowance, s.split_quota is not distinct from org.quota as split_ok
-    from usage_counter_slots s, p, org
-   where s.organization_id = p.org and s.month = p.month
-), slots_state as (
-  select count(*) > 0 and coalesce(bool_and(split_ok), false) as ready,
-         coalesce(sum(allowance - used) filter (where split_ok), 0)::int as room
-    from slots
-)`;
+/** The kinds of claim in the order a lost one is answered; an unclaimed idempotency record comes last. */
+const CLAIM_ORDER = [...Object.keys(CLAIM_KINDS), 'idempotency'];
+const CLAIM_ORDER_SQL = `array[${CLAIM_ORDER.map((k) => `'${k}'`).join(', ')}]`;
+const claimRankSql = (kind: string) => `array_position(${CLAIM_ORDER_SQL}, ${kind})`;
 
-/** The enabled webhooks of the organization subscribed to the created event of the form (or all forms), numbered. */
-const MATCHING_WEBHOOKS_SQL = `hooks as (
-  select w.id, row_number() over (order by w.id)::int as n from webhooks w, p
-   where ${webhookListensSql('w', 'p.org', 'p.form', `'${JSON.stringify([SUBMISSION_CREATED])}'::jsonb`)}
-)`;
-
-
-/**
- * One statement, so one implicit transaction and one round trip: the form is still what was
- * validated against, the monthly counter is incremented only while under quota (a conditional
- * update decided by PostgreSQL under the row lock), the payment claim and idempotency record are
- * unique-keyed (a claimed key must still be held by this request), and the fan-out is decided here:
- * a delivery row per matching webhook and a sync row per CRM integration, pending, whose ids come
- * back for their jobs (the owed-work sweep queues them if those are lost). No outbox row: nothing
- * is queued when nothing listens. Any failure undoes all of it. The work is done by the PL/pgSQL
- * function store_submission (Migration20261123004000_store_submission_function), which runs only
- * the statements a submission needs, with plans cached per connection.
- */
-export const INSERT_SUBMISSION_SQL = `select * from store_submission($1::text, $2::text, $3::timestamptz, $4::text, $5::text,
-  $6::jsonb, $7::text, $8::text, $9::text, $10::timestamptz, $11::text, $12::text, $13::text, $14::jsonb,
-  $15::text, $16::text, $17::text, $18::text[], $19::jsonb, $20::boolean, $21::jsonb)`;
-
-function violatedConstraint(err: any): string | null {
-  return err?.code === '23505' ? String(err.constraint ?? '') : null;
+/** What the claims of the items got, by kind: each kind's claims inserted `on conflict do nothing`, in id order. */
+function claimInsertsSql(): string {
+  return Object.entries(CLAIM_KINDS).map(([kind, { table, idColumn }]) => `claimed_${kind} as (
+  insert into ${table} (${idColumn}, organization_id, submission_id)
+  select c.id, i.org, i.id from item_claims c join items i using (seq) join tried t using (seq)
+   where c.kind = '${kind}'
+   order by c.id
+  on conflict do nothing
+  returning submission_id
+)`).join(', ');
 }
 
-/**
- * The values of INSERT_SUBMISSION_SQL for one row. `decisive`: wait for the month's slots in turn
- * instead of taking the first free one (see QUOTA_SLOTS).
- */
-export function insertSubmissionValues(row: SubmissionRow, decisive = false): unknown[] {
+/** Whether a claim of `c` (item_claims) is visibly taken already. */
+function claimTakenSql(): string {
   return [
-    row.organizationId, row.formId, row.formUpdatedAt.toISOString(), row.month, row.id,
-    JSON.stringify(row.data), row.submitterEmail, row.submitterName, row.source, row.createdAt.toISOString(),
-    row.paymentIntentId, row.idempotency?.key ?? null, row.idempotency?.requestHash ?? null,
-    row.idempotency ? JSON.stringify(row.idempotency.responseBody) : null, row.idempotency?.claimToken ?? null,
-    row.fanout?.event?.id ?? null, row.fanout?.event?.payload ?? null, row.fanout?.deliveryIds ?? null,
-    row.fanout?.syncs.length ? JSON.stringify(row.fanout.syncs) : null,
-    decisive, PLAN_QUOTAS_JSON,
-  ];
+    ...Object.entries(CLAIM_KINDS).map(([kind, { table, idColumn }]) =>
+      `(c.kind = '${kind}' and exists (select from ${table} t where t.${idColumn} = c.id))`),
+    `(c.kind = 'idempotency' and exists (select from idempotency_keys k where k.organization_id = c.scope and k.key = c.id))`,
+  ].join('\n      or ');
 }
 
-/** A statement finding the month's slots unsplit more often than this in a row gives up (the quota keeps changing). */
-const MAX_SPLITS = 3;
+/** Text of the error the statement raises rather than leave a claim of an item it did not store. */
+const CLAIMS_SPLIT = 'claims split';
 
 /**
- * What to do after a storing statement that counted nothing, from the slots as it saw them:
- * split them for the current quota, wait for them in turn, or refuse (the month is at quota).
+ * The storing statement. $1: the items (storingItem), $2: PLAN_QUOTAS_JSON, $3: decisive (wait for
+ * the slots in turn; the items of one organization and month only). One implicit transaction and
+ * one round trip for all items; its set-up is paid once for the lot: one read per (organization,
+ * form, month) of the quota, the form and its webhooks.
+ *
+ * 1. Each item's checks before the quota: its form still the published one it was validated
+ *    against, its claimed idempotency row still its own (locked), a delivery brought per matching
+ *    webhook. An item failing one is answered so and nothing of it is written.
+ * 2. Items claiming what an earlier item of the statement claims wait for the next statement
+ *    (`deferred`), when the earlier one's claims are decided.
+ * 3. The quota: per organization and month, one slot (see QUOTA_SLOTS) locked and counted for as
+ *    many of its eligible items as it has room for, in item order (`fitting`); the others are
+ *    answered uncounted, with the slots as the statement saw them, for the caller to split them or
+ *    wait for them in turn.
+ * 4. The claims of fitting items (payment intents, …, and batch items' idempotency records) are
+ *    inserted `on conflict do nothing`, except for items with one visibly taken already; only an
+ *    item that got all of them is stored and counted. An item that got some but not all (a claim
+ *    taken by a transaction that committed during the statement) would leave a claim behind: the
+ *    statement fails instead (CLAIMS_SPLIT), undoing all of it, and the caller runs it again, when
+ *    the taken claim is visible and the item is refused before anything of it is written.
+ * 5. Stored items: the counted slots, the submission rows, the completed idempotency records, their
+ *    deliveries, syncs and changes (in item order).
+ *
+ * One answer per item, in item order.
  */
-export function afterUncounted(r: { slots_ready: boolean; slots_room: number }, wanted: number, decisive: boolean, splits: number)
-  : 'split' | 'decisive' | 'refuse' {
-  if (!r.slots_ready) {
-    if (splits >= MAX_SPLITS) throw new Error('the quota slots of the month could not be split for a settled quota');
-    return 'split';
-  }
-  return !decisive && r.slots_room >= wanted ? 'decisive' : 'refuse';
+export const STORE_SUBMISSIONS_SQL = `
+with items as (
+  select x.* from jsonb_to_recordset($1::jsonb) as x(seq int, org text, form text, form_updated timestamptz, month text,
+         id text, data jsonb, email text, name text, source text, created timestamptz, claims jsonb,
+         idem_key text, idem_hash text, idem_body jsonb, idem_token text, event_id text, event text, dlv_ids text[], syncs jsonb)
+), item_claims as (
+  select i.seq, c.kind, c.id, ''::text as scope from items i cross join lateral jsonb_to_recordset(i.claims) as c(kind text, id text)
+  union all
+  select i.seq, 'idempotency', i.idem_key, i.org from items i where i.idem_key is not null and i.idem_token is null
+), groups as (
+  select g.org, g.form, g.form_updated, g.month,
+         ${organizationQuotaSql('$2::jsonb')} as quota,
+         exists (select from forms f
+                  where f.id = g.form and f.organization_id = g.org and f.status = 'published'
+                    and f.deleted_at is null and f.updated_at = g.form_updated) as form_ok,
+         coalesce((select array_agg(w.id order by w.id) from webhooks w
+                    where ${webhookListensSql('w', 'g.org', 'g.form', `'${JSON.stringify([SUBMISSION_CREATED])}'::jsonb`)}), '{}') as hooks
+    from (select distinct org, form, form_updated, month from items) g
+    left join organizations o on o.id = g.org
+), held as (
+  select i.seq from items i join idempotency_keys k
+      on k.organization_id = i.org and k.key = i.idem_key and k.claim_token = i.idem_token and k.response_status is null
+   where i.idem_token is not null
+   order by k.organization_id, k.key
+     for update of k
+), decided as (
+  select x.*, x.form_ok and x.idem_held and x.listeners_ok as eligible from (
+    select i.seq, i.org, i.month, g.quota, g.hooks, g.form_ok,
+           (i.idem_token is null or exists (select from held h where h.seq = i.seq)) as idem_held,
+           cardinality(g.hooks) <= case when i.event is null then 0 else coalesce(cardinality(i.dlv_ids), 0) end as listeners_ok
+      from items i join groups g using (org, form, form_updated, month)) x
+), deferred as (
+  select distinct b.seq from item_claims a
+    join item_claims b on b.kind = a.kind and b.scope = a.scope and b.id = a.id and b.seq > a.seq
+    join decided d on d.seq = a.seq and d.eligible
+), ranked as (
+  select d.seq, d.org, d.month, d.quota, row_number() over (partition by d.org, d.month order by d.seq) as k
+    from decided d where d.eligible and not exists (select from deferred x where x.seq = d.seq)
+), wanted as (
+  select org, month, quota, count(*)::int as n from ranked group by org, month, quota
+), slots_seen as (
+  select w.org, w.month, count(s.slot) > 0 and coalesce(bool_and(s.split_quota is not distinct from w.quota), false) as ready,
+         coalesce(sum(s.allowance - s.used) filter (where s.split_quota is not distinct from w.quota), 0)::int as room
+    from wanted w left join usage_counter_slots s on s.organization_id = w.org and s.month = w.month
+   group by w.org, w.month
+), locked as materialized (
+  select w.org, w.month, s.slot, s.room, s.ord
+    from wanted w cross join lateral (
+      select s.slot, s.allowance - s.used as room, ${OWN_SLOT_ORDER} as ord from usage_counter_slots s
+       where not $3::boolean and s.organization_id = w.org and s.month = w.month and s.used < s.allowance and s.split_quota = w.quota
+       order by ${OWN_SLOT_ORDER}
+       limit 1
+         for update of s skip locked) s
+  union all
+  select w.org, w.month, s.slot, s.room, s.slot
+    from wanted w cross join lateral (
+      select s.slot, s.allowance - s.used as room from usage_counter_slots s
+       where $3::boolean and s.organization_id = w.org and s.month = w.month and s.used < s.allowance and s.split_quota = w.quota
+       order by s.slot
+       limit w.n
+         for update of s) s
+), fitting as (
+  select r.seq, r.org, r.month from ranked r
+   where r.k <= (select coalesce(sum(l.room), 0) from locked l where l.org = r.org and l.month = r.month)
+), taken as (
+  select c.seq, min(${claimRankSql('c.kind')}) as rank from item_claims c join fitting f using (seq)
+   where ${claimTakenSql()}
+   group by c.seq
+), tried as (
+  select f.seq, f.org, f.month from fitting f where not exists (select from taken t where t.seq = f.seq)
+), ${claimInsertsSql()}, claimed_idempotency as (
+  insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
+  select i.org, i.idem_key, i.idem_hash, 201, i.idem_body from items i join tried t using (seq)
+   where i.idem_key is not null and i.idem_token is null
+   order by i.org, i.idem_key
+  on conflict do nothing
+  returning organization_id, key
+), got as (
+  select x.seq, count(*)::int as n from (
+    ${Object.keys(CLAIM_KINDS).map((kind) => `select i.seq from claimed_${kind} c join items i on i.id = c.submission_id`).join('\n    union all ')}
+    union all select i.seq from claimed_idempotency c join items i
+      on i.org = c.organization_id and i.idem_key = c.key and i.idem_token is null
+  ) x group by x.seq
+), outcome as (
+  select t.seq, t.org, t.month, coalesce(g.n, 0) as got,
+         (select count(*)::int from item_claims c where c.seq = t.seq) as need
+    from tried t left join got g using (seq)
+), stored as (
+  select o.seq, o.org, o.month from outcome o where o.got = o.need
+), counted as (
+  update usage_counter_slots u set used = u.used + x.take
+    from (select l.org, l.month, l.slot, least(l.room, m.n - (l.upto - l.room)) as take
+            from (select l.*, sum(l.room) over (partition by l.org, l.month order by l.ord) as upto from locked l) l
+            join (select org, month, count(*)::int as n from stored group by org, month) m using (org, month)
+           where l.upto - l.room < m.n) x
+   where u.organization_id = x.org and u.month = x.month and u.slot = x.slot
+  returning x.org, x.month, x.take
+), sub as (
+  insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
+  select i.id, i.org, i.form, i.data, i.email, i.name, i.source, i.created from items i join stored s using (seq)
+   order by i.seq
+  returning 1
+), idem as (
+  update idempotency_keys k set response_status = 201, response_body = i.idem_body, claim_token = null, lease_expires_at = null
+    from items i join stored s using (seq)
+   where i.idem_token is not null and k.organization_id = i.org and k.key = i.idem_key
+  returning 1
+), delivery as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now()
+    from items i join stored s using (seq) join decided d using (seq), unnest(d.hooks) with ordinality as h(id, n)
+   order by i.seq, h.n
+  returning 1
+), sync as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select c->>'id', i.org, i.form, i.id, (c->>'index')::int, c->>'integrationId', c->>'provider', 'pending', now()
+    from items i join stored s using (seq), jsonb_array_elements(coalesce(i.syncs, '[]')) c
+   order by i.seq
+  returning 1
+), ${recordChangesSql('created_change', 'submission.created',
+  'select i.org as organization_id, i.form as form_id, i.id as submission_id, i.created as occurred_at, i.seq from items i join stored s using (seq)')
+}, settled as (
+  select case when exists (select from outcome o where o.got > 0 and o.got < o.need)
+                or (select coalesce(sum(take), 0) from counted) <> (select count(*) from stored)
+                or (select count(*) from sub) <> (select count(*) from stored)
+              then ('${CLAIMS_SPLIT}: ' || (select count(*) from outcome o where o.got > 0 and o.got < o.need))::int
+              else 0 end as failed
+)
+select d.seq, d.form_ok::int as form_ok, d.idem_held::int as idem_held, d.listeners_ok::int as listeners_ok,
+       cardinality(d.hooks) as webhooks,
+       (exists (select from deferred x where x.seq = d.seq))::int as deferred,
+       (exists (select from fitting f where f.seq = d.seq))::int as quota_ok,
+       coalesce((select (${CLAIM_ORDER_SQL})[t.rank] from taken t where t.seq = d.seq),
+                (select c.kind from outcome o join item_claims c using (seq)
+                  where o.seq = d.seq and o.got < o.need order by ${claimRankSql('c.kind')} limit 1)) as taken,
+       (exists (select from stored s where s.seq = d.seq))::int as stored,
+       coalesce((select o.got from outcome o where o.seq = d.seq), 0) as claimed,
+       (exists (select from claimed_idempotency c join items i on i.org = c.organization_id and i.idem_key = c.key
+                 where i.seq = d.seq and i.idem_token is null))::int as idem,
+       v.ready as slots_ready,
+       v.room - coalesce((select sum(c.take) from counted c where c.org = d.org and c.month = d.month), 0)::int as slots_room
+  from decided d left join slots_seen v using (org, month), settled
+ where settled.failed = 0
+ order by d.seq`;
+
+/** A row as an item of the storing statement (jsonb_to_recordset reads the columns it names). */
+export function storingItem(row: SubmissionRow, seq: number) {
+  return {
+    seq, org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(), month: row.month,
+    id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, source: row.source,
+    created: row.createdAt.toISOString(), claims: row.claims,
+    idem_key: row.idempotency?.key ?? null, idem_hash: row.idempotency?.requestHash ?? null,
+    idem_body: row.idempotency?.responseBody ?? null, idem_token: row.idempotency?.claimToken ?? null,
+    event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
+    syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
+  };
 }
 
-/**
- * What a single submission's storing statement answers before the quota, in the order clients see
- * it: a changed form, a lost idempotency claim, webhooks it brought no delivery for; null when
- * only the quota is left to decide. The group statement answers each of its rows the same way.
- */
-export function refusedBeforeQuota(r: { form_ok: number; idem_held: number; listeners_ok: number; webhooks: number }): InsertOutcome | null {
-  if (!r.form_ok) return { kind: 'form_changed' };
-  if (!r.idem_held) return { kind: 'idempotency_lost' };
-  if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
-  return null;
+/** The values of STORE_SUBMISSIONS_SQL for `rows` (`decisive`: all of one organization and month). */
+export function storeSubmissionsValues(rows: SubmissionRow[], decisive = false): unknown[] {
+  return [JSON.stringify(rows.map(storingItem)), PLAN_QUOTAS_JSON, decisive];
 }
 
-/** A storing statement that counted nothing, with the month's slots as it saw them (afterUncounted decides). */
-interface Uncounted {
+/** What the storing statement answers for one item. */
+export interface ItemAnswer {
+  seq: number;
+  form_ok: number;
+  idem_held: number;
+  listeners_ok: number;
+  webhooks: number;
+  /** It claims what an earlier item of the statement claims: decided by the next statement. */
+  deferred: number;
+  /** The quota had room for it. */
+  quota_ok: number;
+  /** The first kind of claim (CLAIM_KINDS, then 'idempotency') it found taken. */
+  taken: string | null;
+  stored: number;
+  /** How many of its claims it took. */
+  claimed: number;
+  /** Whether it inserted its (unclaimed) idempotency record. */
+  idem: number;
+  /** The month's slots as the statement saw them: split for the current quota, and the room left in them. */
+  slots_ready: boolean | null;
+  slots_room: number | null;
+}
+
+/** An item the quota counted not: afterUncounted decides what comes next. */
+export interface Uncounted {
   kind: 'uncounted';
   slots_ready: boolean;
   slots_room: number;
 }
 
+/** An item deferred to the next statement (it claims what an earlier item of its statement claims). */
+export const AGAIN = { kind: 'again' } as const;
+
 /**
- * Runs a storing statement until it answers: when it counted nothing although the month may have
- * room, the month's slots are split or the statement runs again waiting for them in turn
- * (`decisive`); `refused` when the month is at quota.
+ * What the statement decided for a row, in the order clients see the checks: a changed form, a
+ * lost idempotency claim, webhooks it brought no delivery for, the quota, a claim taken.
  */
-async function untilDecided<T extends { kind: string }>(
-  orm: Orm, organizationId: string, month: string, wanted: number,
-  run: (decisive: boolean) => Promise<T | Uncounted>, refused: T,
-): Promise<T> {
-  for (let decisive = false, splits = 0; ;) {
-    const result = await run(decisive);
-    if (result.kind !== 'uncounted') return result as T;
-    const next = afterUncounted(result as Uncounted, wanted, decisive, splits);
-    if (next === 'refuse') return refused;
-    if (next === 'split') {
-      await splitQuotaSlots(orm.em.fork(), organizationId, month);
-      splits++;
+export function itemOutcome(row: SubmissionRow, answer: ItemAnswer): InsertOutcome | Uncounted | typeof AGAIN {
+  if (!answer.form_ok) return { kind: 'form_changed' };
+  if (!answer.idem_held) return { kind: 'idempotency_lost' };
+  if (!answer.listeners_ok) return { kind: 'listeners_unknown', webhooks: answer.webhooks };
+  if (answer.deferred) return AGAIN;
+  if (!answer.quota_ok) return { kind: 'uncounted', slots_ready: !!answer.slots_ready, slots_room: answer.slots_room ?? 0 };
+  if (answer.taken === 'idempotency') return { kind: 'idempotency_conflict' };
+  if (answer.taken) return { kind: 'claim_taken', claim: answer.taken as ClaimKind };
+  if (!answer.stored) throw new Error(`the storing statement neither stored nor refused submission ${row.id}`);
+  return {
+    kind: 'created',
+    deliveryIds: (row.fanout?.deliveryIds ?? []).slice(0, answer.webhooks),
+    syncIds: (row.fanout?.syncs ?? []).map((sync) => sync.id),
+    webhooks: answer.webhooks,
+  };
+}
+
+/** Splitting a month's slots more often than this in a row gives up (the quota keeps changing). */
+const MAX_SPLITS = 3;
+
+/**
+ * What to do with items the quota counted not, from the slots as their statement saw them: split
+ * them for the current quota, wait for them in turn (`decisive`) while they have room, or refuse
+ * (the month is at quota; a decisive statement saw every slot with room).
+ */
+export function afterUncounted(r: { slots_ready: boolean; slots_room: number }, decisive: boolean, splits: number)
+  : 'split' | 'decisive' | 'refuse' {
+  if (!r.slots_ready) {
+    if (splits >= MAX_SPLITS) throw new Error('the quota slots of the month could not be split for a settled quota');
+    return 'split';
+  }
+  return !decisive && r.slots_room > 0 ? 'decisive' : 'refuse';
+}
+
+/**
+ * Whether an error of a statement storing several items may come from one of them (a unique or
+ * other integrity violation, a value PostgreSQL refuses), so that the others could be stored without it.
+ */
+export function causedByAnItem(err: unknown): boolean {
+  const code = String((err as { code?: unknown })?.code ?? '');
+  return code.startsWith('23') || code.startsWith('22');
+}
+
+/** How an item came out: its outcome, or the error its statement failed with. */
+export type Settled = { outcome: InsertOutcome } | { error: unknown };
+
+/** How many times a statement that found an item's claims split (CLAIMS_SPLIT) is run again. */
+const MAX_CLAIM_RERUNS = 3;
+
+/**
+ * One run of the statement. When it fails for what an item may hold, each item runs alone, so that
+ * one cannot fail its neighbours; an item whose own statement fails gets that error.
+ */
+async function runStatement(orm: Orm, logger: Logger | null, rows: SubmissionRow[], decisive: boolean)
+  : Promise<Array<ItemAnswer | { error: unknown }>> {
+  for (let reruns = 0; ; reruns++) {
+    try {
+      return await preparedQuery<ItemAnswer>(orm.em, 'store_submissions', STORE_SUBMISSIONS_SQL, storeSubmissionsValues(rows, decisive));
+    } catch (err) {
+      if (String((err as Error)?.message).includes(CLAIMS_SPLIT) && reruns < MAX_CLAIM_RERUNS) continue;
+      // The database down, slow or out of connections fails them all alike: running each alone
+      // would only make every request wait that long again.
+      if (rows.length === 1 || !causedByAnItem(err)) return rows.map(() => ({ error: err }));
+      logger?.warn({ err: (err as Error).message, submissions: rows.length }, 'storing submissions together failed: storing each alone');
+      return Promise.all(rows.map(async (row) => (await runStatement(orm, logger, [row], decisive))[0]));
     }
-    decisive = next === 'decisive';
   }
 }
 
-export async function insertSubmission(orm: Orm, row: SubmissionRow): Promise<InsertOutcome> {
-  return untilDecided<InsertOutcome>(orm, row.organizationId, row.month, 1, async (decisive) => {
-    let result: any[];
-    try {
-      result = await preparedQuery(orm.em, decisive ? 'insert_submission_decisive' : 'insert_submission',
-        INSERT_SUBMISSION_SQL, insertSubmissionValues(row, decisive));
-    } catch (err) {
-      const constraint = violatedConstraint(err);
-      if (constraint === 'payment_claims_pkey') return { kind: 'payment_used' };
-      if (constraint === 'idempotency_keys_pkey') return { kind: 'idempotency_conflict' };
-      throw err;
+/**
+ * Stores `rows` (any organizations, forms and months) and answers each as if it had been stored
+ * alone: the statement runs once for all of them; the items it left uncounted run again, once their
+ * month's slots are split or waiting for them in turn, and deferred items once more.
+ */
+export async function storeSubmissions(orm: Orm, rows: SubmissionRow[], logger: Logger | null = null): Promise<Settled[]> {
+  return settle(orm, logger, rows, false, 0, 0);
+}
+
+async function settle(orm: Orm, logger: Logger | null, rows: SubmissionRow[], decisive: boolean, splits: number, round: number)
+  : Promise<Settled[]> {
+  if (round > 2 * MAX_SPLITS + 4) throw new Error('the submissions could not be settled: their slots or claims kept changing');
+  const answers = await runStatement(orm, logger, rows, decisive);
+  const settled: Settled[] = new Array(rows.length);
+  const again: number[] = [];
+  const uncounted = new Map<string, { indexes: number[]; seen: Uncounted }>();
+  answers.forEach((answer, i) => {
+    if ('error' in answer) {
+      settled[i] = answer;
+      return;
     }
-    const [r] = result;
-    const refused = refusedBeforeQuota(r);
-    if (refused) return refused;
-    if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
-    return { kind: 'uncounted', slots_ready: r.slots_ready, slots_room: r.slots_room };
-  }, { kind: 'quota_exceeded' });
+    const outcome = itemOutcome(rows[i], answer);
+    if (outcome.kind === 'again') again.push(i);
+    else if (outcome.kind === 'uncounted') {
+      const month = `${rows[i].organizationId}\n${rows[i].month}`;
+      const group = uncounted.get(month) ?? { indexes: [], seen: outcome };
+      group.indexes.push(i);
+      uncounted.set(month, group);
+    } else settled[i] = { outcome };
+  });
+
+  const rerun = async (indexes: number[], asDecisive: boolean, splitsNow: number) => {
+    const results = await settle(orm, logger, indexes.map((i) => rows[i]), asDecisive, splitsNow, round + 1);
+    results.forEach((result, k) => { settled[indexes[k]] = result; });
+  };
+  const next: Array<Promise<void>> = [];
+  if (again.length) next.push(rerun(again, decisive, splits));
+  for (const { indexes, seen } of uncounted.values()) {
+    const step = afterUncounted(seen, decisive, splits);
+    if (step === 'refuse') {
+      for (const i of indexes) settled[i] = { outcome: { kind: 'quota_exceeded' } };
+    } else if (step === 'decisive') {
+      next.push(rerun(indexes, true, splits));
+    } else {
+      const { organizationId, month } = rows[indexes[0]];
+      next.push(splitQuotaSlots(orm.em.fork(), organizationId, month).then(() => rerun(indexes, false, splits + 1)));
+    }
+  }
+  await Promise.all(next);
+  return settled;
+}
+
+/** The most submissions one statement of the group commit stores; more go in further statements beside it. */
+export const MAX_GROUP = 64;
+
+/**
+ * The submissions of concurrent requests, stored together (group commit): those that reach storing
+ * in the same turn of the event loop share one statement, so one round trip, one transaction and
+ * one WAL flush, with each submission still decided on its own and answered only once its
+ * statement committed. A batch is stored as one group of its own, in item order.
+ */
+export class SubmissionWriter {
+  private readonly turn = new TickBatch<SubmissionRow, Settled>((rows) => this.storeTogether(rows));
+
+  constructor(private readonly orm: Orm, private readonly logger: Logger) {}
+
+  /** One submission, in the group of this event-loop turn. */
+  async store(row: SubmissionRow): Promise<InsertOutcome> {
+    const settled = await this.turn.call(row);
+    if ('error' in settled) throw settled.error;
+    return settled.outcome;
+  }
+
+  /** Submissions posted alone, each in the group of this event-loop turn. */
+  storeEach(rows: SubmissionRow[]): Promise<Settled[]> {
+    return Promise.all(rows.map((row) => this.turn.call(row)));
+  }
+
+  /** The items of a batch, as one group. */
+  storeGroup(rows: SubmissionRow[]): Promise<Settled[]> {
+    return storeSubmissions(this.orm, rows, this.logger);
+  }
+
+  /** Statements of at most MAX_GROUP rows each, run side by side. */
+  private async storeTogether(rows: SubmissionRow[]): Promise<Settled[]> {
+    const groups: Array<Promise<Settled[]>> = [];
+    for (let start = 0; start < rows.length; start += MAX_GROUP) {
+      const group = rows.slice(start, start + MAX_GROUP);
+      metrics.submissionGroupSize.observe(group.length);
+      groups.push(storeSubmissions(this.orm, group, this.logger).catch((error: unknown) => group.map(() => ({ error }))));
+    }
+    return (await Promise.all(groups)).flat();
+  }
 }
 
 /**
@@ -332,7 +618,7 @@ export type IdempotencyClaimResult =
  *   - 'completed'   → replay claim.stored, or 422 idempotency_key_reused when its hash differs;
  *   - 'in_progress' → 409 idempotency_key_in_use with Retry-After: 1 (never run the work beside it);
  *   - 'claimed'     → do the work; then completeIdempotencyKey(em, org, key, claim.token, status, body)
- *                     (a single submission does it inside its insert statement: claimToken on its
+ *                     (a single submission does it inside its storing statement: claimToken on its
  *                     row), or releaseIdempotencyKey(em, org, key, claim.token) when the work was
  *                     refused or failed, so that a retry decides afresh.
  *
@@ -399,126 +685,6 @@ export async function findIdempotencyRecord(orm: Orm, organizationId: string, ke
     return null;
   }
   return { requestHash: row.request_hash, status: row.response_status, body: row.response_body };
-}
-
-export type BatchInsertOutcome =
-  | ({ kind: 'created' } & CreatedFanout)
-  | { kind: 'form_changed' }
-  /** Webhooks match that some row brought no delivery (or event) for: none was stored; retry with them. */
-  | { kind: 'listeners_unknown'; webhooks: number }
-  /** The quota has room for fewer than all of them: none was stored. */
-  | { kind: 'quota_short' }
-  /** A payment intent or idempotency key was taken meanwhile: none was stored. */
-  | { kind: 'conflict' };
-
-/**
- * INSERT_SUBMISSION_SQL for many submissions of one form and month at once, all or nothing: the
- * counter grows by their number only if all fit under the quota, and any unique conflict undoes
- * the lot. The caller stores one by one whatever this cannot decide as a whole.
- */
-const INSERT_SUBMISSION_BATCH_SQL = `
-with p as (
-  select $1::text as org, $2::text as form, $3::timestamptz as form_updated, $4::text as month, $5::text as source,
-         $7::boolean as decisive, $8::jsonb as plan_quotas
-), items as (
-  select x.* from jsonb_to_recordset($6::jsonb) as x(seq int, id text, data jsonb, email text, name text,
-         created timestamptz, intent text, idem_key text, idem_hash text, idem_body jsonb,
-         event_id text, event text, dlv_ids text[], syncs jsonb)
-), ${MATCHING_WEBHOOKS_SQL}, listeners_ok as (
-  select 1 where not exists (
-    select 1 from items i, hooks h where h.n > case when i.event is null then 0 else coalesce(cardinality(i.dlv_ids), 0) end)
-), ${QUOTA_AND_FORM_SQL}, wanted as (
-  select count(*)::int as n from items
-), planned as (
-  select x.slot from (
-    select s.slot, s.allowance - s.used as room, sum(s.allowance - s.used) over (order by ${OWN_SLOT_ORDER}) as upto
-      from slots s where s.split_ok and s.used < s.allowance
-  ) x, wanted
-   where x.upto - x.room < wanted.n
-), locked as materialized (
-  select s.slot, s.allowance - s.used as room
-    from usage_counter_slots s, p, org, form_ok, listeners_ok, wanted, slots_state
-   where s.organization_id = p.org and s.month = p.month and s.used < s.allowance and s.split_quota = org.quota
-     and slots_state.ready and slots_state.room >= wanted.n
-     and (p.decisive or s.slot = any(array(select slot from planned)))
-   order by s.slot
-   for update of s
-), take as (
-  select x.slot, least(x.room, wanted.n - (x.upto - x.room)) as n
-    from (select slot, room, sum(room) over (order by slot) as upto from locked) x, wanted
-   where x.upto - x.room < wanted.n and (select sum(room) from locked) >= wanted.n
-), quota as (
-  update usage_counter_slots u set used = u.used + take.n
-    from p, take
-   where u.organization_id = p.org and u.month = p.month and u.slot = take.slot and u.used + take.n <= u.allowance
-  returning take.n
-), stored as (
-  select i.* from items i where (select coalesce(sum(n), 0) from quota) = (select n from wanted)
-), sub as (
-  insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
-  select s.id, p.org, p.form, s.data, s.email, s.name, p.source, s.created from p, stored s
-  returning id
-), claim as (
-  insert into payment_claims (payment_intent_id, organization_id, submission_id)
-  select s.intent, p.org, s.id from p, stored s where s.intent is not null
-  returning 1
-), idem as (
-  insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
-  select p.org, s.idem_key, s.idem_hash, 201, s.idem_body from p, stored s where s.idem_key is not null
-  returning 1
-), ${newDeliveriesSql('delivery',
-  'select s.dlv_ids[h.n] as id, h.id as webhook_id, p.org as organization_id, s.event_id, s.event as payload, s.seq, h.n from p, stored s, hooks h')
-}, ${newSyncsSql('sync', `select x as sync, p.org as organization_id, p.form as form_id, s.id as submission_id, s.seq
-  from p, stored s, jsonb_array_elements(coalesce(s.syncs, '[]')) x`)
-}, ${recordChangesSql('created_change', 'submission.created',
-  'select p.org as organization_id, p.form as form_id, s.id as submission_id, s.created as occurred_at, s.seq from p, stored s')}
-select (select count(*) from form_ok)::int as form_ok,
-       (select count(*) from stored)::int as quota_ok,
-       (select count(*) from listeners_ok)::int as listeners_ok,
-       (select count(*) from hooks)::int as webhooks,
-       (select ready from slots_state) as slots_ready,
-       (select room from slots_state) as slots_room,
-       (select count(*) from sub)::int as stored,
-       (select array_agg(id) from delivery) as delivery_ids,
-       (select array_agg(id) from sync) as sync_ids`;
-
-/**
- * A row as an item of the statements storing many (jsonb_to_recordset reads the columns it names):
- * what one submission brings, apart from what the statement takes once for all of them.
- */
-export function submissionItem(row: SubmissionRow, seq: number) {
-  return {
-    seq, id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, created: row.createdAt.toISOString(),
-    intent: row.paymentIntentId, idem_key: row.idempotency?.key ?? null, idem_hash: row.idempotency?.requestHash ?? null,
-    idem_body: row.idempotency?.responseBody ?? null,
-    event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
-    syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
-  };
-}
-
-/** Rows of one organization, form and month. */
-export async function insertSubmissionBatch(orm: Orm, rows: SubmissionRow[]): Promise<BatchInsertOutcome> {
-  const [first] = rows;
-  const items = rows.map(submissionItem);
-  return untilDecided<BatchInsertOutcome>(orm, first.organizationId, first.month, rows.length, async (decisive) => {
-    let result: any[];
-    try {
-      result = await preparedQuery(orm.em, decisive ? 'insert_submission_batch_decisive' : 'insert_submission_batch',
-        INSERT_SUBMISSION_BATCH_SQL, [
-          first.organizationId, first.formId, first.formUpdatedAt.toISOString(), first.month, first.source, JSON.stringify(items),
-          decisive, PLAN_QUOTAS_JSON,
-        ]);
-    } catch (err) {
-      const constraint = violatedConstraint(err);
-      if (constraint === 'payment_claims_pkey' || constraint === 'idempotency_keys_pkey') return { kind: 'conflict' };
-      throw err;
-    }
-    const [r] = result;
-    if (!r.form_ok) return { kind: 'form_changed' };
-    if (!r.listeners_ok) return { kind: 'listeners_unknown', webhooks: r.webhooks };
-    if (r.quota_ok) return { kind: 'created', deliveryIds: r.delivery_ids ?? [], syncIds: r.sync_ids ?? [], webhooks: r.webhooks };
-    return { kind: 'uncounted', slots_ready: r.slots_ready, slots_room: r.slots_room };
-  }, { kind: 'quota_short' });
 }
 
 /** The stored records among `keys` (expired ones count as absent). */
