@@ -62,9 +62,15 @@ describe('partitioned submissions', function () {
     expect(relkind).to.equal('p');
     const partitions = await partitionsOf(orm);
     const now = new Date();
-    for (let back = 14; back >= -PARTITION_MONTHS_AHEAD; back--) {
+    // From the month of the oldest row (13 or 14 months back, depending on today's date) to the months ahead.
+    const [{ oldest: oldestValue }] = await conn.execute(`select min(created_at) as oldest from submissions`);
+    const oldest = new Date(oldestValue);
+    const monthsBack = (now.getUTCFullYear() - oldest.getUTCFullYear()) * 12 + now.getUTCMonth() - oldest.getUTCMonth();
+    expect(monthsBack).to.be.within(13, 14);
+    for (let back = monthsBack; back >= -PARTITION_MONTHS_AHEAD; back--) {
       expect(partitions).to.include(monthName(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - back, 1))));
     }
+    expect(partitions).to.not.include(monthName(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - monthsBack - 1, 1))));
     // every row sits in the partition of its own month
     const misplaced = await conn.execute(`
       select count(*)::int as n from submissions
