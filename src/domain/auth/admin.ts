@@ -2,6 +2,7 @@ import type { Plan } from '../../../config/plans';
 import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { effectiveQuota, quotaMonth } from '../quotas/quota';
+import { findMonthUsed } from '../quotas/store';
 import { generateApiKey } from './api-keys';
 import { ApiKey, Organization } from './entities';
 
@@ -54,10 +55,8 @@ export async function organizationUsage(em: Em, organizationId: string, now = ne
   const org = await em.findOne(Organization, { id: organizationId });
   if (!org) throw new AdminError(`organization ${organizationId} not found`);
   const month = quotaMonth(now);
-  const [row] = await em.getConnection().execute(
-    'select used from usage_counters where organization_id = ? and month = ?', [organizationId, month],
-  );
-  return { month, used: row?.used ?? 0, quota: effectiveQuota(org.plan, org.monthlyQuota) };
+  const used = await findMonthUsed(em, organizationId, month);
+  return { month, used: used ?? 0, quota: effectiveQuota(org.plan, org.monthlyQuota) };
 }
 
 /**
