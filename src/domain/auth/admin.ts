@@ -5,6 +5,7 @@ import { effectiveQuota, quotaMonth } from '../quotas/quota';
 import { findMonthUsed } from '../quotas/store';
 import { generateApiKey } from './api-keys';
 import { ApiKey, Organization } from './entities';
+import { lockFirstStart } from './store';
 
 export class AdminError extends Error {}
 
@@ -65,7 +66,7 @@ export async function organizationUsage(em: Em, organizationId: string, now = ne
  */
 export async function bootstrapDefaultOrganization(em: Em): Promise<{ organizationId: string; key: string } | null> {
   return em.transactional(async (tx) => {
-    await tx.getConnection().execute('select pg_advisory_xact_lock(726354001)', [], 'all', tx.getTransactionContext());
+    await lockFirstStart(tx);
     if ((await tx.count(Organization, {})) > 0) return null;
     const org = Object.assign(new Organization(), { id: newId('org'), name: 'default', plan: 'enterprise' as Plan });
     // Keys reference the organization by a plain column, so its row must exist first.
