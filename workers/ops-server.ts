@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AppContext } from '../src/app';
+import { pingDatabase } from '../src/db/orm';
 import { registry } from '../src/lib/metrics';
 import { isBearerAuthorized } from '../src/ops/admin-auth';
 
@@ -15,7 +16,7 @@ export interface OpsServer {
 
 async function dependenciesAnswer(app: AppContext): Promise<boolean> {
   const timeout = new Promise<false>((resolve) => setTimeout(() => resolve(false), DEPENDENCY_TIMEOUT_MS).unref());
-  const checks = Promise.all([app.orm.em.getConnection().execute('select 1'), app.redis.ping()]).then(() => true, () => false);
+  const checks = Promise.all([pingDatabase(app.orm), app.redis.ping()]).then(() => true, () => false);
   return Promise.race([checks, timeout]);
 }
 

@@ -136,3 +136,8 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
 export async function migrate(orm: Orm): Promise<void> {
   await orm.getMigrator().up();
 }
+
+/** One round trip to the database: what the readiness checks ask of it. */
+export async function pingDatabase(orm: Orm): Promise<void> {
+  await orm.em.getConnection().execute('select 1');
+}

@@ -2,8 +2,10 @@ import type { Plan } from '../../../config/plans';
 import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { effectiveQuota, quotaMonth } from '../quotas/quota';
+import { findMonthUsed } from '../quotas/store';
 import { generateApiKey } from './api-keys';
 import { ApiKey, Organization } from './entities';
+import { lockFirstStart } from './store';
 
 export class AdminError extends Error {}
 
@@ -54,10 +56,8 @@ export async function organizationUsage(em: Em, organizationId: string, now = ne
   const org = await em.findOne(Organization, { id: organizationId });
   if (!org) throw new AdminError(`organization ${organizationId} not found`);
   const month = quotaMonth(now);
-  const [row] = await em.getConnection().execute(
-    'select used from usage_counters where organization_id = ? and month = ?', [organizationId, month],
-  );
-  return { month, used: row?.used ?? 0, quota: effectiveQuota(org.plan, org.monthlyQuota) };
+  const used = await findMonthUsed(em, organizationId, month);
+  return { month, used: used ?? 0, quota: effectiveQuota(org.plan, org.monthlyQuota) };
 }
 
 /**
@@ -66,7 +66,7 @@ export async function organizationUsage(em: Em, organizationId: string, now = ne
  */
 export async function bootstrapDefaultOrganization(em: Em): Promise<{ organizationId: string; key: string } | null> {
   return em.transactional(async (tx) => {
-    await tx.getConnection().execute('select pg_advisory_xact_lock(726354001)', [], 'all', tx.getTransactionContext());
+    await lockFirstStart(tx);
     if ((await tx.count(Organization, {})) > 0) return null;
     const org = Object.assign(new Organization(), { id: newId('org'), name: 'default', plan: 'enterprise' as Plan });
     // Keys reference the organization by a plain column, so its row must exist first.

@@ -2,6 +2,7 @@ import type { Plan } from '../../../config/plans';
 import type { Orm } from '../../db/orm';
 import { TtlCache } from '../../lib/ttl-cache';
 import { hashApiKey, looksLikeApiKey } from './api-keys';
+import { findActiveKeyByHash, recordKeyUse } from './store';
 
 export interface AuthenticatedKey {
   id: string;
@@ -53,13 +54,7 @@ export class KeyStore {
   }
 
   private async load(hash: string): Promise<AuthenticatedKey | null> {
-    const rows = await this.orm.em.getConnection().execute(
-      `select k.id, k.organization_id, k.scopes, k.expires_at, o.plan
-         from api_keys k join organizations o on o.id = k.organization_id
-        where k.key_hash = ? and k.revoked_at is null`,
-      [hash],
-    );
-    const row = rows[0];
+    const row = await findActiveKeyByHash(this.orm.em, hash);
     if (!row) return null;
     return {
       id: row.id,
@@ -74,8 +69,6 @@ export class KeyStore {
   private touch(keyId: string, now: Date): void {
     if (this.lastUsedWrites.get(keyId)) return;
     this.lastUsedWrites.set(keyId, true);
-    this.orm.em.getConnection()
-      .execute('update api_keys set last_used_at = ? where id = ?', [now, keyId])
-      .catch(() => this.lastUsedWrites.delete(keyId));
+    recordKeyUse(this.orm.em, keyId, now).catch(() => this.lastUsedWrites.delete(keyId));
   }
 }

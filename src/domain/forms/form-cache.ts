@@ -2,6 +2,7 @@ import type { Orm } from '../../db/orm';
 import { TtlCache } from '../../lib/ttl-cache';
 import type { FormStatus } from './entities';
 import { loadStructure } from './form-service';
+import { findLiveFormRow } from './store';
 import type { FormStructure } from './types';
 
 export interface CachedForm {
@@ -70,10 +71,7 @@ export class FormCache {
 
   private async load(formId: string): Promise<CachedForm | null> {
     const em = this.orm.em.fork();
-    const [row] = await em.getConnection().execute(
-      `select id, organization_id, title, description, status, settings, updated_at from forms where id = ? and deleted_at is null`,
-      [formId],
-    );
+    const row = await findLiveFormRow(em, formId);
     if (!row) return null;
     return {
       id: row.id, organizationId: row.organization_id, title: row.title, description: row.description,

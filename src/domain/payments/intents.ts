@@ -4,6 +4,7 @@ import type { Orm } from '../../db/orm';
 import type { Logger } from '../../lib/logger';
 import type { CachedForm } from '../forms/form-cache';
 import type { Field } from '../forms/types';
+import { recordPaymentIntent } from './store';
 import {
   createPaymentIntent, PaymentBackendUnavailable, STRIPE_TIMEOUT_MS, StripeError, type StripeSettings,
 } from './stripe';
@@ -80,10 +81,8 @@ export async function createFormPaymentIntent(
   if (typeof intent.id !== 'string' || typeof intent.client_secret !== 'string') {
     return { ok: false, kind: 'unavailable', message: 'payment provider answered without an intent id or client secret' };
   }
-  await deps.orm.em.fork().getConnection().execute(
-    `insert into payment_intents (id, organization_id, form_id, field_id, amount, currency) values (?, ?, ?, ?, ?, ?)
-     on conflict (id) do nothing`,
-    [intent.id, form.organizationId, form.id, payable.field.id, payable.amount, payable.currency], 'run',
-  );
+  await recordPaymentIntent(deps.orm.em.fork(), {
+    id: intent.id, organizationId: form.organizationId, formId: form.id, fieldId: payable.field.id, amount: payable.amount, currency: payable.currency,
+  });
   return { ok: true, intent: { paymentIntentId: intent.id, clientSecret: intent.client_secret, amount: payable.amount, currency: payable.currency } };
 }

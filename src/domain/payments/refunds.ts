@@ -11,42 +11,16 @@ import { metrics } from '../../lib/metrics';
 import { isPlainObject } from '../../lib/objects';
 import { type PaymentDeps, stripeSettings } from './intents';
 import {
+  claimForRefund, findOpenIntentsOfForm, findStaleOpenIntents, leaseOwedRefunds, markIntentCanceled, markIntentRefunded,
+  settleClaimedIntents,
+} from './store';
+import {
   cancelPaymentIntent, PaymentBackendUnavailable, refundPaymentIntent, retrievePaymentIntent, StripeError,
 } from './stripe';
 
-/** What a refund's payment_claims row holds instead of a submission id. */
-export const REFUND_CLAIM = 'refund';
-
 export type RefundReason = 'refused_submission' | 'abandoned';
 
-/** How long a claimed refund whose Stripe call did not finish waits before a sweep calls again. */
-const REFUND_RETRY_AFTER_MINUTES = 10;
-/** Intents looked at per maintenance run (each is a Stripe call): a backlog is worked off over runs. */
-const SWEEP_BATCH = 100;
-
 const PAYMENT_INTENT_ID = /^pi_[A-Za-z0-9_]{1,250}$/;
-
-async function execute(em: Em, sql: string, params: unknown[]): Promise<any[]> {
-  return em.getConnection().execute(sql, params);
-}
-
-/**
- * Takes the intent for a refund: inserts its claim (which fails if a submission, or another
- * refund, holds it) and marks it `refunding`, in one statement. True when this caller won.
- */
-export async function claimForRefund(em: Em, intentId: string): Promise<boolean> {
-  const rows = await execute(em, `
-    with claim as (
-      insert into payment_claims (payment_intent_id, organization_id, submission_id)
-      select id, organization_id, ? from payment_intents where id = ? and state = 'open'
-      on conflict (payment_intent_id) do nothing
-      returning payment_intent_id
-    )
-    update payment_intents p set state = 'refunding', updated_at = now()
-      from claim where p.id = claim.payment_intent_id
-    returning p.id`, [REFUND_CLAIM, intentId]);
-  return rows.length === 1;
-}
 
 /** Calls Stripe for a claimed refund and records the answer; false when Stripe must be asked again later. */
 async function sendRefund(deps: PaymentDeps, em: Em, intentId: string, reason: RefundReason): Promise<boolean> {
@@ -62,12 +36,10 @@ async function sendRefund(deps: PaymentDeps, em: Em, intentId: string, reason: R
       return false;
     }
   }
-  const updated = await execute(em,
-    `update payment_intents set state = 'refunded', refund_id = ?, refunded_at = now(), updated_at = now()
-      where id = ? and state = 'refunding' returning form_id, amount, currency`, [refundId, intentId]);
-  if (updated.length) {
+  const refunded = await markIntentRefunded(em, intentId, refundId);
+  if (refunded) {
     metrics.paymentRefunds.inc({ reason });
-    const { form_id: formId, amount, currency } = updated[0];
+    const { form_id: formId, amount, currency } = refunded;
     deps.logger.info({ paymentIntentId: intentId, refundId, formId, amount: Number(amount), currency, reason }, 'payment refunded: no stored submission holds it');
   }
   return true;
@@ -96,9 +68,7 @@ export async function refundPaymentsOfRefusedSubmission(deps: PaymentDeps, formI
   if (!values || !deps.config.stripeSecretKey) return;
   const candidates = Object.values(values).filter((v): v is string => typeof v === 'string' && PAYMENT_INTENT_ID.test(v)).slice(0, 5);
   if (!candidates.length) return;
-  const open = await execute(deps.orm.em.fork(),
-    `select id from payment_intents
-      where id in (select jsonb_array_elements_text(?::jsonb)) and form_id = ? and state = 'open'`, [JSON.stringify(candidates), formId]);
+  const open = await findOpenIntentsOfForm(deps.orm.em.fork(), formId, candidates);
   for (const { id } of open) {
     try {
       await refundUnclaimedIntent(deps, id, 'refused_submission');
@@ -124,17 +94,10 @@ export async function sweepAbandonedPayments(deps: PaymentDeps): Promise<Payment
   const report: PaymentSweepReport = { paymentsRefunded: 0, paymentIntentsCanceled: 0, paymentIntentsClaimed: 0 };
   if (!deps.config.stripeSecretKey) return report;
   const em = deps.orm.em.fork();
-  const cutoff = `now() - (? * interval '1 hour')`;
   const hours = deps.config.paymentAbandonHours;
-  const claimed = await execute(em, `
-    update payment_intents p set state = 'claimed', updated_at = now()
-      where p.state = 'open' and p.created_at < ${cutoff}
-        and exists (select 1 from payment_claims c where c.payment_intent_id = p.id and c.submission_id <> ?)
-    returning p.id`, [hours, REFUND_CLAIM]);
-  report.paymentIntentsClaimed = claimed.length;
+  report.paymentIntentsClaimed = await settleClaimedIntents(em, hours);
 
-  const stale = await execute(em,
-    `select id from payment_intents where state = 'open' and created_at < ${cutoff} order by created_at limit ${SWEEP_BATCH}`, [hours]);
+  const stale = await findStaleOpenIntents(em, hours);
   for (const { id } of stale) {
     try {
       const outcome = await settleAbandoned(deps, em, id);
@@ -148,13 +111,7 @@ export async function sweepAbandonedPayments(deps: PaymentDeps): Promise<Payment
     }
   }
 
-  // A lease: of several processes, only the one that moves updated_at sends the refund again.
-  const owed = await execute(em, `
-    update payment_intents set updated_at = now()
-      where id in (select id from payment_intents where state = 'refunding'
-                    and updated_at < now() - interval '${REFUND_RETRY_AFTER_MINUTES} minutes' limit ${SWEEP_BATCH})
-        and state = 'refunding' and updated_at < now() - interval '${REFUND_RETRY_AFTER_MINUTES} minutes'
-    returning id`, []);
+  const owed = await leaseOwedRefunds(em);
   for (const { id } of owed) {
     if (await sendRefund(deps, em, id, 'abandoned')) report.paymentsRefunded++;
   }
@@ -168,7 +125,7 @@ async function settleAbandoned(deps: PaymentDeps, em: Em, intentId: string): Pro
     intent = await retrievePaymentIntent(stripe, intentId);
   } catch (err) {
     if (!(err instanceof StripeError && err.status === 404)) throw err;
-    await execute(em, `update payment_intents set state = 'canceled', updated_at = now() where id = ? and state = 'open'`, [intentId]);
+    await markIntentCanceled(em, intentId);
     return 'canceled';
   }
   if (intent.status === 'succeeded') {
@@ -186,6 +143,6 @@ async function settleAbandoned(deps: PaymentDeps, em: Em, intentId: string): Pro
   } else if (intent.status !== 'canceled') {
     return 'left'; // processing, or awaiting capture: not settled yet
   }
-  await execute(em, `update payment_intents set state = 'canceled', updated_at = now() where id = ? and state = 'open'`, [intentId]);
+  await markIntentCanceled(em, intentId);
   return 'canceled';
 }

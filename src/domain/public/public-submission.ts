@@ -3,6 +3,7 @@
 import type { Plan } from '../../../config/plans';
 import type { CachedForm } from '../forms/form-cache';
 import { effectiveQuota, quotaMonth } from '../quotas/quota';
+import { findQuotaStanding } from '../quotas/store';
 import {
   checkSubmission, createSubmission, submitterErrors, submittableForm, type SubmissionDeps, type SubmissionRefusal,
 } from '../submissions/create-submission';
@@ -72,10 +73,7 @@ export async function submitPublicForm(deps: SubmissionDeps, request: PublicSubm
 
 /** Whether the organization's monthly quota has no room left (what a submission would get a 402 for). */
 async function quotaReached(deps: SubmissionDeps, form: CachedForm): Promise<boolean> {
-  const [row] = await deps.orm.em.fork().getConnection().execute(
-    `select o.plan, o.monthly_quota,
-            coalesce((select used from usage_counters u where u.organization_id = o.id and u.month = ?), 0) as used
-       from organizations o where o.id = ?`, [quotaMonth(new Date()), form.organizationId]);
+  const row = await findQuotaStanding(deps.orm.em.fork(), form.organizationId, quotaMonth(new Date()));
   return !!row && Number(row.used) >= effectiveQuota(row.plan as Plan, row.monthly_quota);
 }
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Config } from '../../../config';
 import type { Orm } from '../../db/orm';
 import type { Logger } from '../../lib/logger';
+import { findGeneratedKey, storeGeneratedKey } from './store';
 
 export interface EncryptionKeys {
   /** Seals everything new. */
@@ -16,16 +17,12 @@ export interface EncryptionKeys {
  * ENCRYPTION_KEYS_PREVIOUS, until `cli secrets reencrypt` has re-sealed everything.
  */
 export async function resolveEncryptionKeys(orm: Orm, config: Readonly<Config>, logger: Logger): Promise<EncryptionKeys> {
-  const conn = orm.em.getConnection();
   if (!config.encryptionKey) {
-    await conn.execute(
-      `insert into system_settings (key, value) values ('encryption_key', ?) on conflict (key) do nothing`,
-      [randomBytes(32).toString('base64')],
-    );
+    await storeGeneratedKey(orm, randomBytes(32).toString('base64'));
     logger.warn('ENCRYPTION_KEY is not set: using a key generated into the database; set ENCRYPTION_KEY in production');
   }
-  const [stored] = await conn.execute(`select value from system_settings where key = 'encryption_key'`);
-  const generated = stored ? Buffer.from(stored.value, 'base64') : null;
+  const stored = await findGeneratedKey(orm);
+  const generated = stored ? Buffer.from(stored, 'base64') : null;
   const current = config.encryptionKey ?? generated!;
   const all = [current, ...config.previousEncryptionKeys, ...(generated ? [generated] : [])]
     .filter((key, i, keys) => keys.findIndex((other) => other.equals(key)) === i);

@@ -2,9 +2,10 @@ import type { EncryptionKeys } from './keys';
 import type { Em } from '../../db/orm';
 import { isSealed, seal, unseal } from '../../lib/crypto';
 import { isSealedValue, SEALED_VALUE_KEY } from '../submissions/sealed-values';
+import { findSealedBatch, SEALED_COLUMNS, writeResealed, type SealedColumn, type SealedTable } from './store';
 
 export interface UnopenableValue {
-  table: 'webhooks' | 'forms' | 'submissions';
+  table: SealedTable;
   id: string;
 }
 
@@ -68,16 +69,12 @@ function resealDeep(value: unknown, keys: EncryptionKeys, sealedStrings: boolean
  * Walks a table by id in batches, re-sealing one column; each batch commits on its own. A row with
  * a value no key opens is reported and skipped, never allowed to stop the others.
  */
-async function resealColumn(
-  em: Em, table: UnopenableValue['table'], column: 'secret_sealed' | 'previous_secret_sealed' | 'settings' | 'data',
-  candidates: string, keys: EncryptionKeys, unopenable: UnopenableValue[],
-): Promise<number> {
+async function resealColumn(em: Em, sealed: SealedColumn, keys: EncryptionKeys, unopenable: UnopenableValue[]): Promise<number> {
+  const { table } = sealed;
   let after = '';
   let changed = 0;
   for (;;) {
-    const rows = await em.getConnection().execute(
-      `select id, ${column} as value from ${table} where id > ? and ${candidates} order by id limit ${BATCH}`, [after],
-    );
+    const rows = await findSealedBatch(em, sealed, after, BATCH);
     if (!rows.length) return changed;
     await em.transactional(async (tx) => {
       for (const row of rows) {
@@ -85,10 +82,7 @@ async function resealColumn(
         if (outcome.unopenable && unopenable.length < MAX_REPORTED) unopenable.push({ table, id: row.id });
         if (outcome.unopenable || !outcome.changed) continue;
         const stored = typeof outcome.value === 'string' ? outcome.value : JSON.stringify(outcome.value);
-        await tx.getConnection().execute(
-          `update ${table} set ${column} = ?${column.endsWith('secret_sealed') ? '' : '::jsonb'} where id = ?`,
-          [stored, row.id], 'run', tx.getTransactionContext(),
-        );
+        await writeResealed(tx, sealed, row.id, stored);
         changed++;
       }
     });
@@ -104,10 +98,10 @@ async function resealColumn(
 export async function reencryptSecrets(em: Em, keys: EncryptionKeys): Promise<ReencryptCounts> {
   const unopenable: UnopenableValue[] = [];
   return {
-    webhooks: await resealColumn(em, 'webhooks', 'secret_sealed', 'true', keys, unopenable)
-      + await resealColumn(em, 'webhooks', 'previous_secret_sealed', 'previous_secret_sealed is not null', keys, unopenable),
-    forms: await resealColumn(em, 'forms', 'settings', `jsonb_typeof(settings->'integrations') = 'array'`, keys, unopenable),
-    submissions: await resealColumn(em, 'submissions', 'data', `data::text like '%"${SEALED_VALUE_KEY}"%'`, keys, unopenable),
+    webhooks: await resealColumn(em, SEALED_COLUMNS.webhookSecrets, keys, unopenable)
+      + await resealColumn(em, SEALED_COLUMNS.previousWebhookSecrets, keys, unopenable),
+    forms: await resealColumn(em, SEALED_COLUMNS.crmTokens, keys, unopenable),
+    submissions: await resealColumn(em, SEALED_COLUMNS.sensitiveValues, keys, unopenable),
     unopenable,
   };
 }

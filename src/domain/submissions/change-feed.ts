@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import type { ChangeType, FeedPosition } from './changes';
+import { readChangeRows } from './read-store';
 import { redact } from './read-service';
 
 export interface SubmissionSummary {
@@ -39,18 +40,7 @@ export interface Change {
  */
 export async function readChanges(em: Em, organizationId: string, opts: { after: FeedPosition; formId: string | null; limit: number })
   : Promise<{ changes: Change[]; hasMore: boolean }> {
-  const rows = await em.getConnection().execute(
-    `select c.xid::text as xid, c.position::text as position, c.type, c.submission_id, c.form_id, c.occurred_at,
-            s.id as live_id, s.submitter_email, s.submitter_name, s.created_at, s.data
-       from submission_changes c
-       left join submissions s
-         on c.type = 'submission.created' and s.id = c.submission_id and s.organization_id = c.organization_id
-      where c.organization_id = ? ${opts.formId ? 'and c.form_id = ?' : ''}
-        and (c.xid, c.position) > (?::xid8, ?::bigint) and c.xid < pg_snapshot_xmin(pg_current_snapshot())
-      order by c.xid, c.position
-      limit ?`,
-    [organizationId, ...(opts.formId ? [opts.formId] : []), opts.after.xid, opts.after.position, opts.limit + 1],
-  );
+  const rows = await readChangeRows(em, organizationId, opts);
   const changes = rows.slice(0, opts.limit).map((row: any): Change => ({
     at: { xid: row.xid, position: row.position },
     type: row.type,

@@ -1,24 +1,7 @@
 import type { Em } from '../../db/orm';
+import { deleteChangesOlderThan } from './store';
 
 export type ChangeType = 'submission.created' | 'submission.deleted';
-
-/**
- * A CTE named `name` recording one change per row of `source`, a select yielding
- * `organization_id, form_id, submission_id, occurred_at, seq`, inside the writer's own statement;
- * the positions of one statement follow `seq`. Each row also keeps the writer's transaction id
- * (the column's default, pg_current_xact_id()), by which readers order the feed and know which
- * changes are final (readChanges in change-feed.ts): writers take no lock for the feed, so those of
- * one organization commit side by side.
- */
-export function recordChangesSql(name: string, type: ChangeType, source: string): string {
-  return `${name} as (
-  insert into submission_changes (organization_id, form_id, submission_id, type, occurred_at)
-  select s.organization_id, s.form_id, s.submission_id, '${type}', s.occurred_at
-    from (${source}) s
-   order by s.seq
-  returning position
-)`;
-}
 
 /** A place in the feed: after the change of transaction `xid` at `position` (decimal strings). */
 export interface FeedPosition {
@@ -60,12 +43,7 @@ const PURGE_CHUNK = 10_000;
 export async function purgeSubmissionChanges(em: Em, retentionDays = DEFAULT_CHANGE_RETENTION_DAYS): Promise<number> {
   let total = 0;
   for (;;) {
-    const result = await em.getConnection().execute(
-      `delete from submission_changes where ctid = any(array(
-         select ctid from submission_changes where occurred_at < now() - (? * interval '1 day') limit ${PURGE_CHUNK}))`,
-      [retentionDays], 'run',
-    );
-    const deleted = (result as any).affectedRows as number;
+    const deleted = await deleteChangesOlderThan(em, retentionDays, PURGE_CHUNK);
     total += deleted;
     if (deleted < PURGE_CHUNK) return total;
   }

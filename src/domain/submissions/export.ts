@@ -4,6 +4,7 @@ import QueryStream from 'pg-query-stream';
 import { withoutReadTimeout, type Orm } from '../../db/orm';
 import type { CachedForm } from '../forms/form-cache';
 import type { Field } from '../forms/types';
+import { beginExportSql, exportRowsQuery } from './read-store';
 import { keyByLabel, redact } from './read-service';
 
 export type ExportFormat = 'csv' | 'ndjson';
@@ -100,10 +101,7 @@ function ndjsonEncoder(form: CachedForm): Transform[] {
 export async function openSubmissionExport(
   orm: Orm, organizationId: string, form: CachedForm, format: ExportFormat, bounds: { from: Date | null; until: Date | null },
 ): Promise<Readable[]> {
-  const where = ['organization_id = $1', 'form_id = $2'];
-  const values: unknown[] = [organizationId, form.id];
-  if (bounds.from) { values.push(bounds.from.toISOString()); where.push(`created_at >= $${values.length}`); }
-  if (bounds.until) { values.push(bounds.until.toISOString()); where.push(`created_at < $${values.length}`); }
+  const query = exportRowsQuery(organizationId, form.id, bounds);
 
   const pool = (orm.em.getConnection().getKnex() as any).client;
   const running = runningExports.get(pool) ?? 0;
@@ -113,13 +111,9 @@ export async function openSubmissionExport(
   let rows: QueryStream;
   try {
     connection = await pool.acquireConnection();
-    await connection.query(`begin read only; set local statement_timeout = ${EXPORT_STATEMENT_TIMEOUT_MS}`);
+    await connection.query(beginExportSql(EXPORT_STATEMENT_TIMEOUT_MS));
     // The pool's client-side read timeout would end a long export: this cursor lifts it, as above the statement limit.
-    rows = connection.query(withoutReadTimeout(new QueryStream(
-      `select id, data, submitter_email, submitter_name, created_at from submissions
-        where ${where.join(' and ')} order by created_at, id`,
-      values, { batchSize: FETCH_ROWS },
-    )));
+    rows = connection.query(withoutReadTimeout(new QueryStream(query.text, query.values, { batchSize: FETCH_ROWS })));
     await new Promise<void>((resolve, reject) => {
       rows.once('readable', resolve);
       rows.once('error', reject);

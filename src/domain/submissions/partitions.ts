@@ -1,31 +1,12 @@
 import type { Em } from '../../db/orm';
+import { createSubmissionPartitions, dropSubmissionPartitionsBefore } from './store';
 
 /** Months of submission partitions kept ready beyond the current one. */
 export const PARTITION_MONTHS_AHEAD = 3;
 
-/**
- * Partition DDL waits at most this long for its lock: an export streaming for minutes must not
- * hold new submissions back behind a waiting ALTER. The next maintenance run tries again, long
- * before the months ahead run out.
- */
-const DDL_LOCK_TIMEOUT = '2s';
-
-async function withDdlLock<T>(em: Em, run: (tx: Em) => Promise<T>): Promise<T> {
-  return em.transactional(async (tx) => {
-    await tx.execute(`set local lock_timeout = '${DDL_LOCK_TIMEOUT}'`);
-    return run(tx);
-  });
-}
-
 /** Creates the partitions of this month and the next PARTITION_MONTHS_AHEAD that do not exist yet; names them. */
 export async function ensureSubmissionPartitions(em: Em, now = new Date()): Promise<string[]> {
-  return withDdlLock(em, async (tx) => {
-    const rows = await tx.execute(
-      `select ensure_submission_partitions(?::timestamptz, ?::timestamptz + make_interval(months => ?)) as name`,
-      [now.toISOString(), now.toISOString(), PARTITION_MONTHS_AHEAD],
-    );
-    return rows.map((r: any) => r.name as string);
-  });
+  return createSubmissionPartitions(em, now, PARTITION_MONTHS_AHEAD);
 }
 
 /**
@@ -38,9 +19,5 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
 
 /** Drops every month of submissions that ended before the retention cutoff, partition by partition; names them. */
 export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: number, now = new Date()): Promise<string[]> {
-  return withDdlLock(em, async (tx) => {
-    const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
-      [retentionCutoff(retentionMonths, now).toISOString()]);
-    return rows.map((r: any) => r.name as string);
-  });
+  return dropSubmissionPartitionsBefore(em, retentionCutoff(retentionMonths, now));
 }

@@ -2,8 +2,11 @@ import type { Em } from '../../db/orm';
 import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
-import { recordChangesSql } from './changes';
-import { recordSubmissionDeleted } from './store';
+import { findSubmissionRow, listSubmissionRows } from './read-store';
+import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './store';
+
+// The change feed's test runs the deleting statement by itself.
+export { DELETE_SUBMISSION_SQL } from './store';
 
 export const REDACTED = 'Redacted';
 
@@ -49,43 +52,15 @@ function toRecord(row: any): SubmissionRecord {
 
 export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
   : Promise<{ items: SubmissionRecord[]; total: number }> {
-  const where = ['organization_id = ?', 'form_id = ?'];
-  const params: unknown[] = [organizationId, formId];
-  if (filter.from) { where.push('created_at >= ?'); params.push(filter.from.toISOString()); }
-  if (filter.until) { where.push('created_at < ?'); params.push(filter.until.toISOString()); }
-  const conn = em.getConnection();
-  const [rows, [count]] = await Promise.all([
-    conn.execute(
-      `select id, form_id, data, submitter_email, submitter_name, created_at from submissions
-        where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
-      [...params, filter.limit, filter.offset],
-    ),
-    conn.execute(`select count(*)::int as total from submissions where ${where.join(' and ')}`, params),
-  ]);
-  return { items: rows.map(toRecord), total: count.total };
+  const { rows, total } = await listSubmissionRows(em, organizationId, formId, filter);
+  return { items: rows.map(toRecord), total };
 }
 
 export async function findSubmission(em: Em, organizationId: string, submissionId: string)
   : Promise<(SubmissionRecord & { formTitle: string }) | null> {
-  const [row] = await em.getConnection().execute(
-    `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title as form_title
-       from submissions s join forms f on f.id = s.form_id
-      where s.id = ? and s.organization_id = ?`,
-    [submissionId, organizationId],
-  );
+  const row = await findSubmissionRow(em, organizationId, submissionId);
   return row ? { ...toRecord(row), formTitle: row.form_title } : null;
 }
-
-/** The change feed's record of a deletion, written in the deleting statement itself. */
-const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
-  'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
-
-/** Deletes one submission of an organization; answers its id, form and form title (no row: nothing deleted). */
-export const DELETE_SUBMISSION_SQL = `
-with gone as (
-  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
-), ${DELETED_CHANGE_SQL}
-select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
 export interface DeletedSubmission {
   id: string;
@@ -97,7 +72,7 @@ export interface DeletedSubmission {
 /** Null when the organization has no such submission. */
 export async function deleteSubmission(em: Em, organizationId: string, submissionId: string): Promise<DeletedSubmission | null> {
   return em.transactional(async (tx) => {
-    const [gone] = await tx.execute(DELETE_SUBMISSION_SQL, [submissionId, organizationId]);
+    const gone = await deleteSubmissionRow(tx, organizationId, submissionId);
     if (!gone) return null;
 
     // The deletion event, in the same transaction: what it says must be read now, while the form row
@@ -105,24 +80,7 @@ export async function deleteSubmission(em: Em, organizationId: string, submissio
     const outboxId = await recordSubmissionDeleted(tx, {
       organizationId, submissionId: gone.id, formId: gone.form_id, formTitle: gone.form_title, deletedAt: new Date(),
     });
-    await scrubEndedDeliveries(tx, organizationId, gone.id);
+    await scrubEndedDeliveries(tx, organizationId, eventIdForSubmission(gone.id));
     return { id: gone.id, formId: gone.form_id, outboxId };
   });
-}
-
-/**
- * The submission's values leave the stored payloads of its deliveries that have ended (succeeded
- * or failed); pending ones keep theirs, as they are still owed to the receiver.
- */
-async function scrubEndedDeliveries(tx: Em, organizationId: string, submissionId: string): Promise<void> {
-  await tx.execute(
-    `update webhook_deliveries
-        set payload = jsonb_set(jsonb_set(jsonb_set(jsonb_set(payload::jsonb,
-              '{data,submission,data}', '{}'), '{data,submission,rawData}', '{}'),
-              '{data,submission,submitterEmail}', 'null'), '{data,submission,submitterName}', 'null')::text,
-            updated_at = updated_at
-      where organization_id = ? and event_id = ? and status <> 'pending'
-        and payload::jsonb #> '{data,submission,data}' is not null`,
-    [organizationId, eventIdForSubmission(submissionId)],
-  );
 }

@@ -5,9 +5,11 @@ import { preparedQuery } from '../../db/prepared';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
 import { TickBatch } from '../../lib/tick-batch';
-import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
+import {
+  FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, webhookListensSql,
+} from '../webhooks/event-types';
 import { splitAllowances } from '../quotas/quota';
-import { recordChangesSql } from './changes';
+import type { ChangeType } from './changes';
 import type { SubmissionSource } from './entities';
 
 /**
@@ -17,6 +19,9 @@ import type { SubmissionSource } from './entities';
  * A lone request is a group of one, the requests of one event-loop turn are a group, a batch is a
  * group: each item is decided on its own, in the order clients see the checks (form unchanged →
  * idempotency claim held → listeners known → quota → claims), and no item can undo another.
+ * After it, the other statements that write submissions or what they owe: idempotency records, the
+ * deletion event's outbox row, the change feed's rows and purge, deleting a submission, the fan-out
+ * of outbox rows, partitions. The statements that read them are in read-store.ts.
  */
 
 /**
@@ -719,4 +724,243 @@ export async function recordSubmissionDeleted(tx: Em, facts: SubmissionDeletedFa
     [SUBMISSION_DELETED_TOPIC, JSON.stringify({ ...facts, deletedAt: new Date(facts.deletedAt).toISOString() })],
   );
   return row.id;
+}
+
+// The change feed
+
+/**
+ * A CTE named `name` recording one change per row of `source`, a select yielding
+ * `organization_id, form_id, submission_id, occurred_at, seq`, inside the writer's own statement;
+ * the positions of one statement follow `seq`. Each row also keeps the writer's transaction id
+ * (the column's default, pg_current_xact_id()), by which readers order the feed and know which
+ * changes are final (readChanges in change-feed.ts): writers take no lock for the feed, so those of
+ * one organization commit side by side.
+ */
+export function recordChangesSql(name: string, type: ChangeType, source: string): string {
+  return `${name} as (
+  insert into submission_changes (organization_id, form_id, submission_id, type, occurred_at)
+  select s.organization_id, s.form_id, s.submission_id, '${type}', s.occurred_at
+    from (${source}) s
+   order by s.seq
+  returning position
+)`;
+}
+
+/** Deletes at most `limit` changes older than `retentionDays`; answers how many. */
+export async function deleteChangesOlderThan(em: Em, retentionDays: number, limit: number): Promise<number> {
+  const result = await em.getConnection().execute(
+    `delete from submission_changes where ctid = any(array(
+       select ctid from submission_changes where occurred_at < now() - (? * interval '1 day') limit ${limit}))`,
+    [retentionDays], 'run',
+  );
+  return (result as any).affectedRows as number;
+}
+
+// Deleting a submission
+
+/** The change feed's record of a deletion, written in the deleting statement itself. */
+const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
+  'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
+
+/** Deletes one submission of an organization; answers its id, form and form title (no row: nothing deleted). */
+export const DELETE_SUBMISSION_SQL = `
+with gone as (
+  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
+), ${DELETED_CHANGE_SQL}
+select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
+
+/** Deletes the row of DELETE_SUBMISSION_SQL; undefined when the organization has no such submission. */
+export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string)
+  : Promise<{ id: string; form_id: string; form_title: string } | undefined> {
+  const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string }>>(DELETE_SUBMISSION_SQL, [submissionId, organizationId]);
+  return gone;
+}
+
+/**
+ * The submission's values leave the stored payloads of its deliveries that have ended (succeeded
+ * or failed); pending ones keep theirs, as they are still owed to the receiver.
+ */
+export async function scrubEndedDeliveries(tx: Em, organizationId: string, eventId: string): Promise<void> {
+  await tx.execute(
+    `update webhook_deliveries
+        set payload = jsonb_set(jsonb_set(jsonb_set(jsonb_set(payload::jsonb,
+              '{data,submission,data}', '{}'), '{data,submission,rawData}', '{}'),
+              '{data,submission,submitterEmail}', 'null'), '{data,submission,submitterName}', 'null')::text,
+            updated_at = updated_at
+      where organization_id = ? and event_id = ? and status <> 'pending'
+        and payload::jsonb #> '{data,submission,data}' is not null`,
+    [organizationId, eventId],
+  );
+}
+
+// Partitions
+
+/**
+ * Partition DDL waits at most this long for its lock: an export streaming for minutes must not
+ * hold new submissions back behind a waiting ALTER. The next maintenance run tries again, long
+ * before the months ahead run out.
+ */
+const DDL_LOCK_TIMEOUT = '2s';
+
+async function withDdlLock<T>(em: Em, run: (tx: Em) => Promise<T>): Promise<T> {
+  return em.transactional(async (tx) => {
+    await tx.execute(`set local lock_timeout = '${DDL_LOCK_TIMEOUT}'`);
+    return run(tx);
+  });
+}
+
+/** Creates the monthly partitions from `now`'s month to `monthsAhead` months later that do not exist yet; names them. */
+export async function createSubmissionPartitions(em: Em, now: Date, monthsAhead: number): Promise<string[]> {
+  return withDdlLock(em, async (tx) => {
+    const rows = await tx.execute(
+      `select ensure_submission_partitions(?::timestamptz, ?::timestamptz + make_interval(months => ?)) as name`,
+      [now.toISOString(), now.toISOString(), monthsAhead],
+    );
+    return rows.map((r: any) => r.name as string);
+  });
+}
+
+/** Drops every monthly partition that ended before `cutoff`; names them. */
+export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date): Promise<string[]> {
+  return withDdlLock(em, async (tx) => {
+    const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
+      [cutoff.toISOString()]);
+    return rows.map((r: any) => r.name as string);
+  });
+}
+
+// The fan-out of outbox rows (fanout.ts): new submissions get theirs in STORE_SUBMISSIONS_SQL
+
+/** A submission with what its fan-out needs (findSubmissionForFanout). */
+export interface FanoutSourceRow {
+  id: string;
+  organization_id: string;
+  form_id: string;
+  data: Record<string, unknown>;
+  submitter_email: string | null;
+  submitter_name: string | null;
+  created_at: Date | string;
+  title: string;
+  settings: Record<string, any>;
+  fields: Array<{ id: string; label: string }>;
+  webhook_ids: string[];
+}
+
+/** The submission, its form, the form's field labels and the matching enabled webhooks, in one round trip. */
+export async function findSubmissionForFanout(tx: Em, submissionId: string): Promise<FanoutSourceRow | undefined> {
+  const [row] = await tx.execute<FanoutSourceRow[]>(
+    `select s.id, s.organization_id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title, f.settings,
+            coalesce((select json_agg(json_build_object('id', ff.field_id, 'label', ff.label) order by ff.position, ff.pk)
+                        from form_fields ff where ff.form_id = s.form_id), '[]') as fields,
+            coalesce((select json_agg(w.id order by w.id) from webhooks w
+                       where ${webhookListensSql('w', 's.organization_id', 's.form_id', '?::jsonb')}), '[]') as webhook_ids
+       from submissions s join forms f on f.id = s.form_id
+      where s.id = ?`,
+    [JSON.stringify([SUBMISSION_CREATED]), submissionId],
+  );
+  return row;
+}
+
+/**
+ * One pending delivery row per webhook of an event (parameters: organization, event id, event type,
+ * payload, `[{id, webhookId}]`); the (event, webhook) key makes a re-run insert nothing.
+ */
+const NEW_DELIVERIES = `new_deliveries as (
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending', now() from jsonb_array_elements(?::jsonb) x
+  on conflict (event_id, webhook_id) do nothing
+  returning id
+)`;
+
+/**
+ * Inserts what is missing (the unique keys make a re-run insert nothing), marks the outbox row and
+ * answers every pending delivery and sync: new ones through RETURNING, earlier ones from the tables
+ * (a statement does not see its own inserts, so nothing is listed twice).
+ */
+const FANOUT_SQL = `
+with ${NEW_DELIVERIES}, new_syncs as (
+  insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
+  select x->>'id', ?, ?, ?, (x->>'index')::int, x->>'integrationId', x->>'provider', 'pending', now() from jsonb_array_elements(?::jsonb) x
+  on conflict (submission_id, integration_id) do nothing
+  returning id
+), processed as (
+  update outbox set processed_at = now() where id = ? and processed_at is null returning id
+)
+select 'delivery' as kind, id from new_deliveries
+union all select 'delivery', id from webhook_deliveries where event_id = ? and status = 'pending'
+union all select 'sync', id from new_syncs
+union all select 'sync', id from crm_syncs where submission_id = ? and status = 'pending'`;
+
+/**
+ * Most forms have no webhook and no CRM integration: one statement decides that and marks the
+ * outbox row processed, without opening a transaction. Anything to do, or already pending from an
+ * earlier run, leaves the row for the full fan-out.
+ */
+const NOTHING_TO_FAN_OUT_SQL = `
+update outbox set processed_at = now()
+ where id = $1 and processed_at is null
+   and exists (select 1 from submissions where id = $2)
+   and not exists (
+     select 1 from submissions s join forms f on f.id = s.form_id
+      where s.id = $2 and (
+        case when jsonb_typeof(f.settings->'integrations') = 'array'
+             then jsonb_array_length(f.settings->'integrations') > 0 else false end
+        or exists (select 1 from webhooks w
+                    where ${webhookListensSql('w', 's.organization_id', 's.form_id', '$3::jsonb')})
+        or exists (select 1 from webhook_deliveries d where d.event_id = $4 and d.status = 'pending')
+        or exists (select 1 from crm_syncs c where c.submission_id = s.id and c.status = 'pending')))
+returning id`;
+
+/** True when NOTHING_TO_FAN_OUT_SQL found nothing to do and marked the outbox row processed. */
+export async function markNothingToFanOut(em: Em, outboxId: string, submissionId: string, eventId: string): Promise<boolean> {
+  const done = await preparedQuery(em, 'fanout_nothing_to_do', NOTHING_TO_FAN_OUT_SQL, [
+    outboxId, submissionId, JSON.stringify([SUBMISSION_CREATED]), eventId,
+  ]);
+  return done.length > 0;
+}
+
+/** A delivery row to create: its id and its webhook. */
+export interface NewDelivery { id: string; webhookId: string }
+
+/** FANOUT_SQL for one submission: every pending delivery and sync, by kind. */
+export async function insertSubmissionFanout(tx: Em, f: {
+  organizationId: string; formId: string; submissionId: string; outboxId: string;
+  event: { id: string }; deliveries: NewDelivery[]; syncs: unknown[];
+}): Promise<Array<{ kind: 'delivery' | 'sync'; id: string }>> {
+  return tx.execute(FANOUT_SQL, [
+    f.organizationId, f.event.id, FORM_SUBMISSION_CREATED, JSON.stringify(f.event), JSON.stringify(f.deliveries),
+    f.organizationId, f.formId, f.submissionId, JSON.stringify(f.syncs),
+    f.outboxId, f.event.id, f.submissionId,
+  ]);
+}
+
+/** A deletion's outbox row with the webhooks listening to `submission.deleted` of its form. */
+export async function findDeletionForFanout(tx: Em, outboxId: string): Promise<{ payload: unknown; webhook_ids: string[] } | undefined> {
+  const [row] = await tx.execute<Array<{ payload: unknown; webhook_ids: string[] }>>(
+    `select o.payload,
+            coalesce((select json_agg(w.id order by w.id) from webhooks w
+                       where ${webhookListensSql('w', "o.payload->>'organizationId'", "o.payload->>'formId'", '?::jsonb')}), '[]') as webhook_ids
+       from outbox o where o.id = ? and o.topic = ?`,
+    [JSON.stringify([SUBMISSION_DELETED]), outboxId, SUBMISSION_DELETED_TOPIC],
+  );
+  return row;
+}
+
+/** The deletion event's delivery rows (fanOutDeletion), the outbox row marked, every pending delivery of the event. */
+const DELETION_FANOUT_SQL = `
+with ${NEW_DELIVERIES}, processed as (
+  update outbox set processed_at = now() where id = ? and processed_at is null returning id
+)
+select id from new_deliveries
+union all select id from webhook_deliveries where event_id = ? and status = 'pending'`;
+
+/** DELETION_FANOUT_SQL: the ids of every pending delivery of the deletion event. */
+export async function insertDeletionFanout(tx: Em, f: {
+  organizationId: string; outboxId: string; event: { id: string }; deliveries: NewDelivery[];
+}): Promise<string[]> {
+  const rows = await tx.execute(DELETION_FANOUT_SQL, [
+    f.organizationId, f.event.id, FORM_SUBMISSION_DELETED, JSON.stringify(f.event), JSON.stringify(f.deliveries),
+    f.outboxId, f.event.id,
+  ]);
+  return rows.map((r: any) => r.id as string);
 }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Server } from 'restify';
 import type { AppContext } from '../../app';
+import { pingDatabase } from '../../db/orm';
 import { registry } from '../../lib/metrics';
 import { isBearerAuthorized } from '../../ops/admin-auth';
 
@@ -14,7 +15,7 @@ export interface Lifecycle {
 async function dependenciesAnswer(app: AppContext, opts: { redis: boolean }): Promise<boolean> {
   const timeout = new Promise<false>((resolve) => setTimeout(() => resolve(false), 2000).unref());
   const checks = Promise.all([
-    app.orm.em.getConnection().execute('select 1'),
+    pingDatabase(app.orm),
     ...(opts.redis ? [app.redis.ping()] : []),
   ]).then(() => true, () => false);
   return Promise.race([checks, timeout]);

@@ -1,0 +1,41 @@
+import type { Em } from '../../db/orm';
+
+// The statements of the monthly usage roll-up: its state row (when the last run started) and the
+// recount of submissions per organization, form and UTC month.
+
+const ROLLUP_STATE_KEY = 'usage_rollup_from';
+/** Submissions commit a little after their created_at, so each run also looks this far behind the last one. */
+const ROLLUP_OVERLAP = `interval '5 minutes'`;
+
+const RECOUNT = (formFilter: string) => `
+  insert into usage_rollups as r (organization_id, form_id, month, submissions, updated_at)
+  select organization_id, form_id, to_char(created_at at time zone 'UTC', 'YYYY-MM'), count(*), now()
+    from submissions
+   where created_at >= date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' - interval '1 month' ${formFilter}
+   group by 1, 2, 3
+  on conflict (organization_id, form_id, month)
+  do update set submissions = excluded.submissions, updated_at = now()
+   where r.submissions <> excluded.submissions`;
+
+/** Locks the roll-up's state row (created if missing), so runs of several workers take turns; answers when the last run started ('' for never). */
+export async function lockRollupState(tx: Em): Promise<string> {
+  await tx.execute(`insert into system_settings (key, value) values (?, '') on conflict (key) do nothing`, [ROLLUP_STATE_KEY]);
+  const [state] = await tx.execute('select value from system_settings where key = ? for update', [ROLLUP_STATE_KEY]);
+  return state.value;
+}
+
+/** Recounts this month and the last for every form. */
+export async function recountAllForms(tx: Em): Promise<void> {
+  await tx.execute(RECOUNT(''));
+}
+
+/** Recounts this month and the last for the forms that received submissions since `since` (less the overlap). */
+export async function recountFormsSince(tx: Em, since: string): Promise<void> {
+  await tx.execute(RECOUNT(`and form_id in (
+        select distinct form_id from submissions where created_at >= ?::timestamptz - ${ROLLUP_OVERLAP})`), [since]);
+}
+
+/** The next run recounts from now. */
+export async function markRolledUp(tx: Em): Promise<void> {
+  await tx.execute('update system_settings set value = now()::text where key = ?', [ROLLUP_STATE_KEY]);
+}
