@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Client } from 'pg';
 import { decodeCursor, encodeCursor, purgeSubmissionChanges } from '../../src/domain/submissions/changes';
-import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/read-service';
+import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/store';
 import { splitQuotaSlots, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, type SubmissionRow } from '../../src/domain/submissions/store';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';

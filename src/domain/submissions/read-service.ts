@@ -5,9 +5,6 @@ import { eventIdForSubmission } from '../webhooks/events';
 import { findSubmissionRow, listSubmissionRows } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './store';
 
-// The change feed's test runs the deleting statement by itself.
-export { DELETE_SUBMISSION_SQL } from './store';
-
 export const REDACTED = 'Redacted';
 
 export interface SubmissionRecord {
