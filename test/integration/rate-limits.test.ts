@@ -109,4 +109,60 @@ describe('rate limits per key', () => {
       redis.disconnect();
     }
   });
+
+  describe('leases of a large budget', () => {
+    let redis: IORedis;
+    beforeEach(() => { redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'); });
+    afterEach(() => redis.disconnect());
+
+    /** Counts the commands a client sends from now on. */
+    function commandsSent(client: IORedis): () => number {
+      let sent = 0;
+      const sendCommand = client.sendCommand.bind(client);
+      client.sendCommand = ((command: any, ...rest: any[]) => {
+        sent++;
+        return (sendCommand as any)(command, ...rest);
+      }) as typeof client.sendCommand;
+      return () => sent;
+    }
+
+    it('one process gives out 2,000 of an enterprise budget exactly, each its own remaining count, in few round trips', async () => {
+      const limiter = new RateLimiter(redis);
+      const bucket = `lease-one-${Date.now()}-${Math.random()}`;
+      await limiter.hit(`lease-warm-${Date.now()}`, 1); // loads the script
+      const sent = commandsSent(redis);
+      const decisions = [];
+      for (let wave = 0; wave < 70; wave++) {
+        decisions.push(...await Promise.all(Array.from({ length: 32 }, () => limiter.hit(bucket, 2000))));
+      }
+      const allowed = decisions.filter((d) => d.allowed);
+      expect(allowed).to.have.length(2000);
+      expect(allowed.map((d) => d.remaining).sort((a, b) => a - b)).to.deep.equal(Array.from({ length: 2000 }, (_, i) => i));
+      expect(decisions.filter((d) => !d.allowed).every((d) => d.remaining === 0)).to.equal(true);
+      // Every hit is counted in Redis (positions past the limit too), but most came from leases.
+      const [count] = await redis.keys(`rl:${bucket}:*`).then((keys) => Promise.all(keys.map((k) => redis.get(k))));
+      expect(Number(count)).to.be.at.least(2240);
+      expect(sent()).to.be.below(decisions.length / 4);
+    });
+
+    it('processes sharing a budget never admit more than the limit, and strand little of it', async () => {
+      const others = [new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'), new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')];
+      try {
+        const limiters = [new RateLimiter(redis), ...others.map((r) => new RateLimiter(r))];
+        const bucket = `lease-shared-${Date.now()}-${Math.random()}`;
+        const decisions = [];
+        for (let wave = 0; wave < 40; wave++) {
+          decisions.push(...await Promise.all(Array.from({ length: 60 }, (_, i) => limiters[i % 3].hit(bucket, 2000))));
+        }
+        const allowed = decisions.filter((d) => d.allowed).length;
+        expect(allowed).to.be.at.most(2000);
+        expect(allowed, 'positions held unused by the other processes').to.be.at.least(1980);
+        const remaining = decisions.filter((d) => d.allowed).map((d) => d.remaining);
+        expect(new Set(remaining).size, 'each admitted hit has its own position').to.equal(allowed);
+      } finally {
+        others.forEach((r) => r.disconnect());
+      }
+    });
+  });
 });
+

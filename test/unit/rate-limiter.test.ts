@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { decide } from '../../src/domain/quotas/rate-limiter';
+import { decide, leaseSize } from '../../src/domain/quotas/rate-limiter';
 import { hasScope } from '../../src/domain/auth/scopes';
 import { extractApiKey, generateApiKey, hashApiKey, looksLikeApiKey } from '../../src/domain/auth/api-keys';
 
@@ -8,6 +8,18 @@ describe('rate decision', () => {
     expect(decide(1, 10, 60_000, 0)).to.deep.equal({ allowed: true, limit: 10, remaining: 9, resetAt: 60, retryAfter: 60 });
     expect(decide(10, 10, 60_000, 59_500)).to.include({ allowed: true, remaining: 0, retryAfter: 1 });
     expect(decide(11, 10, 60_000, 30_000)).to.include({ allowed: false, remaining: 0, retryAfter: 30 });
+  });
+});
+
+describe('lease size', () => {
+  it('reserves a 64th of what is left, at most 64, and one hit alone when little is left', () => {
+    expect(leaseSize(2000, 0)).to.equal(31);
+    expect(leaseSize(10_000, 0)).to.equal(64);
+    expect(leaseSize(2000, 1900)).to.equal(1);
+    expect(leaseSize(500, 0)).to.equal(7);
+    expect(leaseSize(100, 0)).to.equal(1);
+    expect(leaseSize(20, 0)).to.equal(1);
+    expect(leaseSize(2000, 2500)).to.equal(1);
   });
 });
 
