@@ -1,0 +1,175 @@
+import { expect } from 'chai';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { announce, download, fileServiceEnv, jpegBytes, pdfBytes, putBytes, uploadFile } from '../support/files';
+
+const MB = 1024 * 1024;
+
+describe('files (local driver): uploads, claims and signed links', () => {
+  let t: TestApp;
+  let tenant: TestTenant;
+  let form: any;
+  let dir: string;
+
+  const fields = [
+    field('fld_name', 'text', 'Name', { order: 0 }),
+    field('fld_photo', 'file-upload', 'Photo', { order: 1, config: { accept: ['image/*'], maxSize: 25 * MB } }),
+    field('fld_docs', 'file-upload', 'Documents', { order: 2, config: { accept: ['.pdf', 'image/png'], maxFiles: 3 } }),
+  ];
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'files-test-'));
+    t = await startTestApp(await fileServiceEnv(dir));
+    tenant = await createTenant(t.app);
+    form = await createPublishedForm(t.url, tenant.key, fields);
+  });
+  after(async () => {
+    await t.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const submit = (data: unknown, formId = form.id) => call(t.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body: { data } });
+  const read = (id: string) => call(t.url, 'GET', `/v1/submissions/${id}`, { key: tenant.key });
+
+  for (const size of [3 * MB, 20 * MB]) {
+    it(`stores a ${size / MB} MB file and its link downloads the same bytes`, async () => {
+      const bytes = jpegBytes(size);
+      const uploadId = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', bytes, { name: 'Fotó "1".jpg' });
+      const res = await submit({ fld_photo: { uploadId } });
+      expect(res.status, res.text).to.equal(201);
+      const { submission } = (await read(res.body.submission.id)).body;
+      const shown = submission.rawData.fld_photo;
+      expect(shown).to.include({ name: 'Fotó "1".jpg', type: 'image/jpeg', size });
+      expect(shown.url).to.match(new RegExp(`^${t.url}/files/${uploadId}\\?expires=\\d+&signature=`));
+      expect(submission.data.Photo).to.deep.include({ name: 'Fotó "1".jpg', size });
+      const got = await download(shown.url);
+      expect(got.status).to.equal(200);
+      expect(got.headers.get('content-type')).to.equal('image/jpeg');
+      expect(got.headers.get('content-length')).to.equal(String(size));
+      expect(got.headers.get('x-content-type-options')).to.equal('nosniff');
+      expect(got.headers.get('content-disposition')).to.equal(`attachment; filename="Fot_ _1_.jpg"; filename*=UTF-8''Fot%C3%B3%20%221%22.jpg`);
+      expect(got.bytes.equals(bytes)).to.equal(true);
+      // The stored value carries what reads show, so no read looks the upload up.
+      const [row] = await t.query('select data from submissions where id = ?', [submission.id]);
+      expect(row.data.fld_photo).to.deep.equal({ uploadId, name: 'Fotó "1".jpg', type: 'image/jpeg', size });
+    });
+  }
+
+  it('refuses a declared size or type the field does not accept (400 on that field, public 422)', async () => {
+    const tooBig = await announce(t.url, tenant.key, form.id, { fieldId: 'fld_docs', name: 'big.pdf', type: 'application/pdf', size: 11 * MB });
+    expect(tooBig.status).to.equal(400);
+    expect(tooBig.body.error).to.equal('validation_error');
+    expect(tooBig.body.details[0].field).to.equal('fld_docs');
+    expect(tooBig.body.details[0].message).to.contain('larger than the 10.0 MB limit');
+    const wrongType = await announce(t.url, tenant.key, form.id, { fieldId: 'fld_photo', name: 'a.pdf', type: 'application/pdf', size: 10 });
+    expect(wrongType.status).to.equal(400);
+    expect(wrongType.body.details[0].field).to.equal('fld_photo');
+    const publicRes = await call(t.url, 'POST', `/public/forms/${form.id}/uploads`, {
+      body: { fieldId: 'fld_photo', name: 'a.pdf', type: 'application/pdf', size: 10 },
+    });
+    expect(publicRes.status).to.equal(422);
+    expect(publicRes.body.success).to.equal(false);
+    expect(publicRes.body.errors).to.have.key('fld_photo');
+    const notFileField = await announce(t.url, tenant.key, form.id, { fieldId: 'fld_name', name: 'a.jpg', type: 'image/jpeg', size: 10 });
+    expect(notFileField.status).to.equal(404);
+    const publicOk = await call(t.url, 'POST', `/public/forms/${form.id}/uploads`, {
+      body: { fieldId: 'fld_photo', name: 'a.jpg', type: 'image/jpeg', size: 10 },
+    });
+    expect(publicOk.status, publicOk.text).to.equal(201);
+    expect(publicOk.body).to.include({ method: 'PUT' });
+    expect(publicOk.body.uploadId).to.match(/^upl_/);
+    expect(publicOk.body.headers).to.deep.equal({ 'Content-Type': 'image/jpeg' });
+  });
+
+  it('refuses bytes that are more or fewer than declared, or that are not the declared type', async () => {
+    const bytes = jpegBytes(1000);
+    const target = (await announce(t.url, tenant.key, form.id, { fieldId: 'fld_photo', name: 'p.jpg', type: 'image/jpeg', size: 1000 })).body;
+    expect((await putBytes(target, Buffer.concat([bytes, bytes]))).status).to.equal(413);
+    expect((await putBytes(target, bytes.subarray(0, 999))).status).to.equal(400);
+    // Bytes never sent: the submission is refused on that field.
+    const never = await submit({ fld_photo: { uploadId: target.uploadId } });
+    expect(never.status).to.equal(400);
+    expect(never.body.details).to.deep.equal([{ field: 'fld_photo', message: 'The file has not been uploaded yet' }]);
+    // A text declared as a JPEG: its first bytes are no JPEG.
+    const text = Buffer.from('x'.repeat(1000));
+    expect((await putBytes(target, text)).status).to.equal(422);
+    expect((await putBytes(target, bytes)).status).to.equal(200);
+    // A second PUT after success is refused.
+    expect((await putBytes(target, bytes)).status).to.equal(409);
+    // Nothing of the refused attempts is left behind.
+    expect(await readdir(join(dir, '.tmp'))).to.deep.equal([]);
+  });
+
+  it('refuses an upload used twice, even by two submissions at the same time: exactly one is stored', async () => {
+    const uploadId = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(2000));
+    const [a, b] = await Promise.all([submit({ fld_photo: { uploadId } }), submit({ fld_photo: { uploadId } })]);
+    expect([a.status, b.status].sort()).to.deep.equal([201, 400]);
+    const refused = a.status === 400 ? a : b;
+    expect(refused.body.details).to.deep.equal([{ field: 'fld_photo', message: 'This upload is already used by another submission' }]);
+    const again = await submit({ fld_photo: { uploadId } });
+    expect(again.status).to.equal(400);
+    const [claims] = await t.query('select count(*)::int as n from upload_claims where upload_id = ?', [uploadId]);
+    expect(claims.n).to.equal(1);
+  });
+
+  it('refuses an upload made for another field or another form', async () => {
+    const other = await createPublishedForm(t.url, tenant.key, fields);
+    const uploadId = await uploadFile(t.url, tenant.key, other.id, 'fld_photo', jpegBytes(500));
+    const otherForm = await submit({ fld_photo: { uploadId } });
+    expect(otherForm.status).to.equal(400);
+    expect(otherForm.body.details[0]).to.deep.equal({ field: 'fld_photo', message: 'Upload not found for this field' });
+    const pngId = await uploadFile(t.url, tenant.key, form.id, 'fld_docs', pdfBytes(600), { name: 'a.pdf', type: 'application/pdf' });
+    const otherField = await submit({ fld_photo: { uploadId: pngId } });
+    expect(otherField.status).to.equal(400);
+    expect(otherField.body.details[0].field).to.equal('fld_photo');
+  });
+
+  it('takes a list of uploads up to maxFiles', async () => {
+    const ids = [];
+    for (let i = 0; i < 4; i++) ids.push(await uploadFile(t.url, tenant.key, form.id, 'fld_docs', pdfBytes(300 + i), { name: `d${i}.pdf`, type: 'application/pdf' }));
+    const tooMany = await submit({ fld_docs: ids.map((uploadId) => ({ uploadId })) });
+    expect(tooMany.status).to.equal(400);
+    expect(tooMany.body.details[0]).to.deep.equal({ field: 'fld_docs', message: 'Takes at most 3 files' });
+    const res = await submit({ fld_docs: ids.slice(0, 3).map((uploadId) => ({ uploadId })) });
+    expect(res.status, res.text).to.equal(201);
+    const shown = (await read(res.body.submission.id)).body.submission.rawData.fld_docs;
+    expect(shown.map((f: any) => f.name)).to.deep.equal(['d0.pdf', 'd1.pdf', 'd2.pdf']);
+    expect(shown.map((f: any) => f.size)).to.deep.equal([300, 301, 302]);
+  });
+
+  it('answers 403 to a tampered or expired link', async () => {
+    const bytes = jpegBytes(700);
+    const uploadId = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', bytes);
+    const res = await submit({ fld_photo: { uploadId } });
+    const { url } = (await read(res.body.submission.id)).body.submission.rawData.fld_photo;
+    const parsed = new URL(url);
+    const expires = Number(parsed.searchParams.get('expires'));
+    const tampered = new URL(url);
+    tampered.searchParams.set('expires', String(expires + 3600));
+    expect((await download(tampered.toString())).status).to.equal(403);
+    const otherSignature = new URL(url);
+    otherSignature.searchParams.set('signature', parsed.searchParams.get('signature')!.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')));
+    expect((await download(otherSignature.toString())).status).to.equal(403);
+    const { url: expired } = t.app.files.links.url('download', uploadId, -1);
+    const refused = await download(expired);
+    expect(refused.status).to.equal(403);
+    expect(JSON.parse(refused.bytes.toString())).to.deep.equal({ error: 'forbidden', message: 'This link has expired' });
+    expect((await download(url)).status).to.equal(200);
+  });
+
+  it('stores batch items with uploads as if each was posted alone', async () => {
+    const first = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(800));
+    const second = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(900));
+    const res = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions/batch`, {
+      key: tenant.key,
+      body: { submissions: [{ data: { fld_photo: { uploadId: first } } }, { data: { fld_photo: { uploadId: second } } }, { data: { fld_photo: { uploadId: first } } }] },
+    });
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body.results.map((r: any) => r.status)).to.deep.equal([201, 201, 400]);
+    expect(res.body.results[2].error.details).to.deep.equal([{ field: 'fld_photo', message: 'This upload is already used by another submission' }]);
+    const stored = (await read(res.body.results[1].submission.id)).body.submission.rawData.fld_photo;
+    expect(stored).to.include({ size: 900 });
+  });
+});
