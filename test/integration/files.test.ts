@@ -3,6 +3,8 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { attemptDelivery } from '../../src/domain/webhooks/deliver';
+import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { announce, download, fileServiceEnv, jpegBytes, pdfBytes, putBytes, uploadFile } from '../support/files';
 
 const MB = 1024 * 1024;
@@ -12,6 +14,7 @@ describe('files (local driver): uploads, claims and signed links', () => {
   let tenant: TestTenant;
   let form: any;
   let dir: string;
+  let receiver: Receiver;
 
   const fields = [
     field('fld_name', 'text', 'Name', { order: 0 }),
@@ -21,12 +24,14 @@ describe('files (local driver): uploads, claims and signed links', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'files-test-'));
-    t = await startTestApp(await fileServiceEnv(dir));
+    receiver = await startReceiver();
+    t = await startTestApp(await fileServiceEnv(dir, { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' }));
     tenant = await createTenant(t.app);
     form = await createPublishedForm(t.url, tenant.key, fields);
   });
   after(async () => {
     await t.close();
+    await receiver.close();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -171,5 +176,58 @@ describe('files (local driver): uploads, claims and signed links', () => {
     expect(res.body.results[2].error.details).to.deep.equal([{ field: 'fld_photo', message: 'This upload is already used by another submission' }]);
     const stored = (await read(res.body.results[1].submission.id)).body.submission.rawData.fld_photo;
     expect(stored).to.include({ size: 900 });
+  });
+
+  it('shows files as {name, type, size, url} in the list, the export (CSV: the link; NDJSON: the object) and the change feed', async () => {
+    const readsForm = await createPublishedForm(t.url, tenant.key, fields);
+    const bytes = jpegBytes(1500);
+    const uploadId = await uploadFile(t.url, tenant.key, readsForm.id, 'fld_photo', bytes, { name: 'r.jpg' });
+    const res = await submit({ fld_name: 'Reads', fld_photo: { uploadId } }, readsForm.id);
+    expect(res.status, res.text).to.equal(201);
+    const expectLink = async (value: any) => {
+      expect(value).to.have.keys('name', 'type', 'size', 'url');
+      expect(value).to.include({ name: 'r.jpg', type: 'image/jpeg', size: 1500 });
+      expect((await download(value.url)).bytes.equals(bytes)).to.equal(true);
+    };
+
+    const list = await call(t.url, 'GET', `/v1/forms/${readsForm.id}/submissions`, { key: tenant.key });
+    await expectLink(list.body.submissions[0].data.fld_photo);
+
+    const ndjson = await call(t.url, 'GET', `/v1/forms/${readsForm.id}/submissions/export?format=ndjson`, { key: tenant.key });
+    const line = JSON.parse(ndjson.text.trim());
+    await expectLink(line.rawData.fld_photo);
+    await expectLink(line.data.Photo);
+
+    const csv = await call(t.url, 'GET', `/v1/forms/${readsForm.id}/submissions/export?format=csv`, { key: tenant.key });
+    const [header, record] = csv.text.trim().split('\r\n');
+    expect(header).to.equal('id,createdAt,submitterEmail,submitterName,Name,Photo,Documents');
+    const cell = record.split(',')[5];
+    expect(cell).to.match(new RegExp(`^${t.url}/files/${uploadId}\\?expires=`));
+    expect((await download(cell)).bytes.equals(bytes)).to.equal(true);
+
+    const feed = await call(t.url, 'GET', `/v1/submissions/changes?formId=${readsForm.id}`, { key: tenant.key });
+    await expectLink(feed.body.changes[0].submission.data.fld_photo);
+  });
+
+  it('sends webhook payloads with a link made at each attempt, the stored payload keeping no link', async () => {
+    const hooked = await createPublishedForm(t.url, tenant.key, fields);
+    const hook = await call(t.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'files', url: receiver.url, events: ['submission.created'], formId: hooked.id },
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    const bytes = jpegBytes(1200);
+    const uploadId = await uploadFile(t.url, tenant.key, hooked.id, 'fld_photo', bytes);
+    const res = await submit({ fld_photo: { uploadId } }, hooked.id);
+    expect(res.status, res.text).to.equal(201);
+    const [delivery] = await t.query('select id, payload from webhook_deliveries where webhook_id = ?', [hook.body.webhook.id]);
+    expect(JSON.parse(delivery.payload).data.submission.rawData.fld_photo).to.deep.equal({ uploadId, name: 'photo.jpg', type: 'image/jpeg', size: 1200 });
+    const before = receiver.deliveries.length;
+    await attemptDelivery(t.app, delivery.id);
+    await receiver.waitFor(before + 1);
+    const sent = JSON.parse(receiver.deliveries[before].rawBody);
+    const file = sent.data.submission.rawData.fld_photo;
+    expect(file).to.have.keys('name', 'type', 'size', 'url');
+    expect(sent.data.submission.data.Photo.url).to.be.a('string');
+    expect((await download(file.url)).bytes.equals(bytes)).to.equal(true);
   });
 });

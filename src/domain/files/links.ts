@@ -99,3 +99,18 @@ export class FileLinks {
     return out ?? data;
   }
 }
+
+/**
+ * A stored submission event payload (webhook deliveries keep what the storing statement built) with
+ * its files as links made now: each delivery attempt carries a link valid from the moment it is sent.
+ */
+export function withFileLinks(payload: string, links: FileLinks): string {
+  if (!payload.includes('"upl_')) return payload;
+  const event = JSON.parse(payload);
+  const submission = event?.data?.submission;
+  if (!isPlainObject(submission)) return payload;
+  for (const key of ['data', 'rawData']) {
+    if (isPlainObject(submission[key])) submission[key] = links.presentValues(submission[key]);
+  }
+  return JSON.stringify(event);
+}
