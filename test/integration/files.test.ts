@@ -1,9 +1,14 @@
 import { expect } from 'chai';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { access, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { attemptDelivery } from '../../src/domain/webhooks/deliver';
+import { sweepUploads } from '../../src/domain/files/uploads';
+import { markFilesOfSubmissionsBefore } from '../../src/domain/files/store';
+import type { FileStore } from '../../src/domain/files/file-store';
+import { fanoutDeletion } from '../../workers/processors/submissions';
+import { maintenance } from '../../workers/processors/usage';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { announce, download, fileServiceEnv, jpegBytes, pdfBytes, putBytes, uploadFile } from '../support/files';
 
@@ -229,5 +234,76 @@ describe('files (local driver): uploads, claims and signed links', () => {
     expect(file).to.have.keys('name', 'type', 'size', 'url');
     expect(sent.data.submission.data.Photo.url).to.be.a('string');
     expect((await download(file.url)).bytes.equals(bytes)).to.equal(true);
+  });
+
+  const fileExists = (uploadId: string) => access(join(dir, uploadId.slice(4, 6), uploadId)).then(() => true, () => false);
+  const uploadRow = async (uploadId: string) => (await t.query('select status from uploads where id = ?', [uploadId]))[0] ?? null;
+
+  it('deletes the files of a deleted submission through the deletion job; a file store outage delays it, never loses it', async () => {
+    const uploadId = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(1000));
+    const res = await submit({ fld_photo: { uploadId } });
+    const submissionId = res.body.submission.id;
+    expect(await fileExists(uploadId)).to.equal(true);
+    expect((await call(t.url, 'DELETE', `/v1/submissions/${submissionId}`, { key: tenant.key })).status).to.equal(204);
+    expect(await uploadRow(uploadId)).to.deep.equal({ status: 'deleting' });
+    const [outbox] = await t.query(`select id::text as id from outbox where payload->>'submissionId' = ?`, [submissionId]);
+    const job = { data: { submissionId, outboxId: outbox.id } } as any;
+
+    // The store is down: the job fails (BullMQ retries it) and the file stays marked.
+    const store = t.app.files.store;
+    const down: FileStore = Object.assign(Object.create(store), { remove: async () => { throw new Error('store unreachable'); } });
+    t.app.files.store = down;
+    try {
+      let failed: unknown = null;
+      await fanoutDeletion(t.app, job).catch((err) => { failed = err; });
+      expect(String(failed)).to.contain('store unreachable');
+      expect(await uploadRow(uploadId)).to.deep.equal({ status: 'deleting' });
+      expect(await fileExists(uploadId)).to.equal(true);
+    } finally {
+      t.app.files.store = store;
+    }
+    const report = await fanoutDeletion(t.app, job);
+    expect(report.filesDeleted).to.equal(1);
+    expect(await fileExists(uploadId)).to.equal(false);
+    expect(await uploadRow(uploadId)).to.equal(null);
+    expect(await t.query('select 1 from upload_claims where upload_id = ?', [uploadId])).to.deep.equal([]);
+  });
+
+  it('deletes uploads still unclaimed after 24 hours, in the hourly maintenance job, and keeps claimed ones', async () => {
+    const unclaimed = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(400));
+    const neverSent = (await announce(t.url, tenant.key, form.id, { fieldId: 'fld_photo', name: 'n.jpg', type: 'image/jpeg', size: 10 })).body.uploadId;
+    const claimed = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(500));
+    const fresh = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(600));
+    expect((await submit({ fld_photo: { uploadId: claimed } })).status).to.equal(201);
+    await t.query(`update uploads set created_at = now() - interval '25 hours' where id in (?, ?, ?)`, [unclaimed, neverSent, claimed]);
+    // Too old to be claimed now.
+    const late = await submit({ fld_photo: { uploadId: unclaimed } });
+    expect(late.body.details).to.deep.equal([{ field: 'fld_photo', message: 'This upload has expired; upload the file again' }]);
+
+    const report = await maintenance(t.app);
+    expect(report.uploadsExpired).to.be.at.least(2);
+    expect(await uploadRow(unclaimed)).to.equal(null);
+    expect(await uploadRow(neverSent)).to.equal(null);
+    expect(await fileExists(unclaimed)).to.equal(false);
+    expect(await uploadRow(claimed)).to.deep.equal({ status: 'claimed' });
+    expect(await fileExists(claimed)).to.equal(true);
+    expect(await uploadRow(fresh)).to.deep.equal({ status: 'uploaded' });
+    expect(await fileExists(fresh)).to.equal(true);
+    // A second run finds nothing more to do.
+    expect(await sweepUploads(t.app)).to.deep.equal({ uploadsExpired: 0, filesDeleted: 0 });
+  });
+
+  // Last: it marks the files of every submission of the run's database.
+  it('marks the files of submissions in partitions about to be dropped, for the sweep to delete', async () => {
+    const uploadId = await uploadFile(t.url, tenant.key, form.id, 'fld_photo', jpegBytes(300));
+    expect((await submit({ fld_photo: { uploadId } })).status).to.equal(201);
+    const em = t.app.orm.em.fork();
+    expect(await markFilesOfSubmissionsBefore(em, new Date(Date.now() - 86_400_000))).to.equal(0);
+    expect(await uploadRow(uploadId)).to.deep.equal({ status: 'uploaded' });
+    expect(await markFilesOfSubmissionsBefore(em, new Date(Date.now() + 1000))).to.be.at.least(1);
+    expect(await uploadRow(uploadId)).to.deep.equal({ status: 'deleting' });
+    await sweepUploads(t.app);
+    expect(await fileExists(uploadId)).to.equal(false);
+    expect(await uploadRow(uploadId)).to.equal(null);
   });
 });

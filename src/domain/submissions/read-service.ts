@@ -5,6 +5,7 @@ import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
 import { recordChangesSql } from './changes';
 import { recordSubmissionDeleted } from './store';
+import { FILES_OF_DELETED_SQL } from '../files/store';
 
 export const REDACTED = 'Redacted';
 
@@ -86,11 +87,14 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
 const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
   'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
 
-/** Deletes one submission of an organization; answers its id, form and form title (no row: nothing deleted). */
+/**
+ * Deletes one submission of an organization; answers its id, form and form title (no row: nothing
+ * deleted). Its files go `deleting` in the same statement; the deletion job deletes their bytes.
+ */
 export const DELETE_SUBMISSION_SQL = `
 with gone as (
   delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
-), ${DELETED_CHANGE_SQL}
+), ${DELETED_CHANGE_SQL}, ${FILES_OF_DELETED_SQL}
 select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
 export interface DeletedSubmission {
