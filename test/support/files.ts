@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { call } from './harness';
+import { freePort } from './processes';
 
 /** Bytes that start like a JPEG (the magic number the service sniffs), `size` in all. */
 export function jpegBytes(size: number): Buffer {
@@ -53,16 +53,7 @@ export async function download(url: string) {
   return { status: res.status, headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) };
 }
 
-/** A loopback port free right now, so a service can be started knowing its PUBLIC_URL (links name it). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** The env of a test service with local files under `dir`, on a port its links can name. */
+/** The env of a test service with local files under `dir`, on a port chosen first so that its links (PUBLIC_URL) can name it. */
 export async function fileServiceEnv(dir: string, env: Record<string, string> = {}): Promise<Record<string, string>> {
   const port = await freePort();
   return { PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, FILE_STORAGE_DIR: dir, ...env };

@@ -226,6 +226,11 @@ export class S3FileStore implements FileStore {
   async open(id: string, etag: string | null): Promise<OpenedObject | null> {
     try {
       const got = await this.client.send(new GetObjectCommand({ Bucket: this.settings.bucket, Key: id, IfMatch: etag ?? undefined }));
+      // Checked again on the answer, for stores that ignore If-Match.
+      if (etag && got.ETag !== etag) {
+        (got.Body as Readable).destroy();
+        return null;
+      }
       return { stream: got.Body as Readable, size: Number(got.ContentLength ?? 0) };
     } catch (err) {
       if (notFound(err) || replaced(err)) return null;
