@@ -185,6 +185,7 @@ export function contentProblem(limits: FileLimits, file: DeclaredFile, head: Uin
   const refused = `The content of ${file.name} is not ${normalizeType(file.type)}`;
   if (expected === 'text') return !head.includes(0) && (found === null || WEAK_SIGNATURES.has(found)) ? null : refused;
   if (expected !== null) return sameFamily(expected, found) ? null : refused;
-  if (found && !typeAccepted(limits.accept, file.name, found)) return refused;
+  // By type alone: a name ending in an accepted extension does not make an executable acceptable.
+  if (found && !typeAccepted(limits.accept, '', found)) return refused;
   return null;
 }
