@@ -1,7 +1,8 @@
 import type { Em } from '../../db/orm';
 import type { ChangeType, FeedPosition } from './changes';
+import type { FileLinks } from '../files/links';
 import { readChangeRows } from './read-store';
-import { redact } from './read-service';
+import { shownValues } from './read-service';
 
 export interface SubmissionSummary {
   id: string;
@@ -38,7 +39,9 @@ export interface Change {
  * database of the cluster: ids are cluster-wide) holds the feed back, not listing newer changes,
  * until it ends. On a hot standby the snapshot comes from the primary's WAL, so the same holds.
  */
-export async function readChanges(em: Em, organizationId: string, opts: { after: FeedPosition; formId: string | null; limit: number })
+export async function readChanges(
+  em: Em, organizationId: string, opts: { after: FeedPosition; formId: string | null; limit: number }, links: FileLinks,
+)
   : Promise<{ changes: Change[]; hasMore: boolean }> {
   const rows = await readChangeRows(em, organizationId, opts);
   const changes = rows.slice(0, opts.limit).map((row: any): Change => ({
@@ -50,7 +53,7 @@ export async function readChanges(em: Em, organizationId: string, opts: { after:
     submission: row.live_id
       ? {
         id: row.live_id, submitterEmail: row.submitter_email, submitterName: row.submitter_name,
-        createdAt: new Date(row.created_at).toISOString(), data: redact(row.data),
+        createdAt: new Date(row.created_at).toISOString(), data: shownValues(row.data, links),
       }
       : null,
   }));

@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { markFilesOfSubmissionsBefore } from '../files/store';
 import { createSubmissionPartitions, dropSubmissionPartitionsBefore } from './store';
 
 /** Months of submission partitions kept ready beyond the current one. */
@@ -17,7 +18,11 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - retentionMonths, 1));
 }
 
-/** Drops every month of submissions that ended before the retention cutoff, partition by partition; names them. */
+/**
+ * Drops every month of submissions that ended before the retention cutoff, partition by partition;
+ * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete.
+ */
 export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: number, now = new Date()): Promise<string[]> {
-  return dropSubmissionPartitionsBefore(em, retentionCutoff(retentionMonths, now));
+  const cutoff = retentionCutoff(retentionMonths, now);
+  return dropSubmissionPartitionsBefore(em, cutoff, (tx) => markFilesOfSubmissionsBefore(tx, cutoff));
 }

@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import type { FileLinks } from '../files/links';
 import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
@@ -27,6 +28,11 @@ export interface ListFilter {
 /** Sealed (sensitive) values are never shown by ordinary reads. */
 export function redact(data: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, isSealedValue(v) ? REDACTED : v]));
+}
+
+/** Values as every read shows them: sensitive ones `Redacted`, files as `{name, type, size, url}` with a fresh link. */
+export function shownValues(data: Record<string, unknown>, links: FileLinks): Record<string, unknown> {
+  return links.presentValues(redact(data));
 }
 
 /** Keys by the field's current label; a deleted field keeps its id; a repeated label gets its id appended. */

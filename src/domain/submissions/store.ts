@@ -8,6 +8,7 @@ import { TickBatch } from '../../lib/tick-batch';
 import {
   FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, webhookListensSql,
 } from '../webhooks/event-types';
+import { FILES_OF_DELETED_SQL } from '../files/store';
 import { splitAllowances } from '../quotas/quota';
 import type { ChangeType } from './changes';
 import type { SubmissionSource } from './entities';
@@ -30,12 +31,13 @@ import type { SubmissionSource } from './entities';
  * per thing claimed. An item carries any number of claims (`SubmissionRow.claims`); it is stored
  * only if it gets every one of them, and its answer names the first kind (in this order) it lost.
  *
- * Adding a claim (e.g. file uploads) is one entry here, `upload: { table: 'upload_claims', idColumn:
- * 'upload_id' }` with its table created by a migration, plus the caller putting `{ kind: 'upload',
- * id }` in the row's claims and turning a `claim_taken` answer of that kind into its refusal.
+ * Adding a claim is one entry here with its table created by a migration, plus the caller putting
+ * `{ kind, id }` in the row's claims and turning a `claim_taken` answer of that kind into its
+ * refusal (create-submission.ts, CLAIM_TAKEN); file uploads are the second kind.
  */
 export const CLAIM_KINDS = {
   payment: { table: 'payment_claims', idColumn: 'payment_intent_id' },
+  upload: { table: 'upload_claims', idColumn: 'upload_id' },
 } as const satisfies Record<string, { table: string; idColumn: string }>;
 
 export type ClaimKind = keyof typeof CLAIM_KINDS;
@@ -56,7 +58,7 @@ export interface SubmissionRow {
   submitterName: string | null;
   source: SubmissionSource;
   createdAt: Date;
-  /** What it claims (CLAIM_KINDS): a payment intent, … */
+  /** What it claims (CLAIM_KINDS): a payment intent, uploads; each at most once. */
   claims: Claim[];
   /**
    * The record its answer is kept under. With `claimToken` (a key this request claimed, see
@@ -772,11 +774,14 @@ export async function deleteChangesOlderThan(em: Em, retentionDays: number, limi
 const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
   'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
 
-/** Deletes one submission of an organization; answers its id, form and form title (no row: nothing deleted). */
+/**
+ * Deletes one submission of an organization; answers its id, form and form title (no row: nothing
+ * deleted). Its files go `deleting` in the same statement; the deletion job deletes their bytes.
+ */
 export const DELETE_SUBMISSION_SQL = `
 with gone as (
   delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
-), ${DELETED_CHANGE_SQL}
+), ${DELETED_CHANGE_SQL}, ${FILES_OF_DELETED_SQL}
 select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
 /** Deletes the row of DELETE_SUBMISSION_SQL; undefined when the organization has no such submission. */
@@ -830,9 +835,10 @@ export async function createSubmissionPartitions(em: Em, now: Date, monthsAhead:
   });
 }
 
-/** Drops every monthly partition that ended before `cutoff`; names them. */
-export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date): Promise<string[]> {
+/** Drops every monthly partition that ended before `cutoff`, after `beforeDrop` in the same transaction; names them. */
+export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date, beforeDrop?: (tx: Em) => Promise<unknown>): Promise<string[]> {
   return withDdlLock(em, async (tx) => {
+    await beforeDrop?.(tx);
     const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
       [cutoff.toISOString()]);
     return rows.map((r: any) => r.name as string);
