@@ -134,6 +134,82 @@ export function safeRedirectUrl(url: string | null | undefined, base: string): s
   }
 }
 
+/** The default of a file-upload field's `config.maxSize` (CONTRACT §20). */
+export const UPLOAD_DEFAULT_MAX_SIZE = 10 * 1024 * 1024;
+
+export interface UploadLimits {
+  maxSize: number;
+  /** Lower-cased MIME types (`image/*` allowed) and extensions (`.pdf`); empty: any file. */
+  accept: string[];
+  maxFiles: number;
+}
+
+function positiveInteger(value: unknown, fallback: number): number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : fallback;
+}
+
+/** What a file-upload field takes, from its config (the server checks the same again). */
+export function uploadLimits(field: Field): UploadLimits {
+  const accept: unknown = field.config.accept;
+  const list = typeof accept === 'string' ? accept.split(',') : Array.isArray(accept) ? accept : [];
+  return {
+    maxSize: positiveInteger(field.config.maxSize, UPLOAD_DEFAULT_MAX_SIZE),
+    accept: list.filter((item): item is string => typeof item === 'string' && item.trim() !== '').map((item) => item.trim().toLowerCase()),
+    maxFiles: positiveInteger(field.config.maxFiles, 1),
+  };
+}
+
+/** The type a file is declared with: the browser's guess, or the generic one when it has none. */
+export function declaredType(file: { type: string }): string {
+  return file.type || 'application/octet-stream';
+}
+
+function fileAccepted(accept: string[], file: { name: string; type: string }): boolean {
+  if (!accept.length) return true;
+  const name = file.name.toLowerCase();
+  const type = declaredType(file).toLowerCase();
+  return accept.some((entry) => entry.startsWith('.')
+    ? name.endsWith(entry)
+    : entry === type || (entry.endsWith('/*') && type.startsWith(entry.slice(0, -1))));
+}
+
+const TYPE_WORDS: Record<string, string> = { 'image/*': 'images', 'video/*': 'videos', 'audio/*': 'audio files', 'text/*': 'text files' };
+
+/** The accepted types in words: `["image/*", ".pdf"]` is "images, PDF". */
+export function acceptedText(accept: string[]): string {
+  const words = accept.map((entry) => TYPE_WORDS[entry]
+    ?? (entry.startsWith('.') ? entry.slice(1) : entry.split('/').pop() ?? entry).toUpperCase());
+  return [...new Set(words)].join(', ');
+}
+
+/** Why the field refuses a file before anything is sent, or null when it may be uploaded. */
+export function fileRefusal(limits: UploadLimits, file: { name: string; type: string; size: number }): string | null {
+  if (!fileAccepted(limits.accept, file)) {
+    return `${file.name} can't be attached: this question accepts ${acceptedText(limits.accept)} only.`;
+  }
+  if (file.size > limits.maxSize) {
+    return `${file.name} is ${formatBytes(file.size)}, larger than the ${formatBytes(limits.maxSize)} limit. Please choose a smaller file.`;
+  }
+  if (file.size === 0) return `${file.name} is empty. Please choose another file.`;
+  return null;
+}
+
+/** The line under a file input that says what it takes. */
+export function uploadHint(limits: UploadLimits): string {
+  const parts = [`Up to ${formatBytes(limits.maxSize)}${limits.maxFiles > 1 ? ' each' : ''}.`];
+  if (limits.accept.length) parts.push(`Accepted: ${acceptedText(limits.accept)}.`);
+  if (limits.maxFiles > 1) parts.push(`Up to ${limits.maxFiles} files.`);
+  return parts.join(' ');
+}
+
+/** What to tell a person whose upload failed with `status` (0: the server could not be reached). */
+export function uploadFailureMessage(status: number, retryAfter: string | null = null): string {
+  if (status === 0) return NETWORK_FAILURE;
+  if (status === 404) return failureMessage(404);
+  if (status === 429) return `Too many uploads right now. Please wait ${retryWait(retryAfter)} and try again.`;
+  return 'The upload did not go through. Please try again.';
+}
+
 export function formatBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} bytes`;
   if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
