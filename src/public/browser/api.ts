@@ -150,7 +150,8 @@ export async function requestUpload(formId: string, upload: UploadRequest): Prom
   if (response.status === 400 || response.status === 422) {
     const onField = payload && payload.errors && typeof payload.errors[upload.fieldId] === 'string' ? payload.errors[upload.fieldId] : null;
     const message = onField ?? (payload && typeof payload.message === 'string' ? payload.message : null);
-    return { kind: 'refused', message: message ? `${upload.name}: ${message}` : `${upload.name} can't be attached to this question.` };
+    if (!message) return { kind: 'refused', message: `${upload.name} can't be attached to this question.` };
+    return { kind: 'refused', message: message.includes(upload.name) ? message : `${upload.name}: ${message}` };
   }
   if (response.status === 404) return { kind: 'refused', message: failureMessage(404) };
   return { kind: 'failed', message: uploadFailureMessage(response.status, response.headers.get('Retry-After')) };
