@@ -71,6 +71,25 @@ export interface Config {
   httpKeepAliveTimeoutMs: number;
   /** Time allowed for a request's headers; above the keep-alive timeout. */
   httpHeadersTimeoutMs: number;
+  /** Where uploaded files live: `local` (under fileStorageDir, one machine only) or `s3`. */
+  fileStorage: 'local' | 's3';
+  fileStorageDir: string;
+  /** The S3-compatible store when fileStorage is `s3`; null otherwise. */
+  s3: S3Settings | null;
+  /** The largest file any field may accept. */
+  uploadMaxBytes: number;
+  /** How long a download link stays valid. */
+  fileUrlTtlSeconds: number;
+}
+
+export interface S3Settings {
+  /** null: AWS's own endpoint for the region. */
+  endpoint: string | null;
+  region: string;
+  bucket: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  forcePathStyle: boolean;
 }
 
 const delayList = Joi.string()
@@ -153,6 +172,16 @@ const schema = Joi.object({
   HTTP_HEADERS_TIMEOUT_MS: Joi.number().integer().min(1_000).max(3_600_000)
     .greater(Joi.ref('HTTP_KEEP_ALIVE_TIMEOUT_MS')).default((parent) => parent.HTTP_KEEP_ALIVE_TIMEOUT_MS + 1_000)
     .messages({ 'number.greater': '"HTTP_HEADERS_TIMEOUT_MS" must be greater than HTTP_KEEP_ALIVE_TIMEOUT_MS' }),
+  FILE_STORAGE: Joi.string().valid('local', 's3').default('local'),
+  FILE_STORAGE_DIR: Joi.string().default('./data/files'),
+  S3_ENDPOINT: url,
+  S3_REGION: Joi.string().default('us-east-1'),
+  S3_BUCKET: Joi.string().when('FILE_STORAGE', { is: 's3', then: Joi.required() }),
+  S3_ACCESS_KEY_ID: Joi.string().when('FILE_STORAGE', { is: 's3', then: Joi.required() }),
+  S3_SECRET_ACCESS_KEY: Joi.string().when('FILE_STORAGE', { is: 's3', then: Joi.required() }),
+  S3_FORCE_PATH_STYLE: Joi.boolean().truthy('1').falsy('0').default(false),
+  UPLOAD_MAX_BYTES: Joi.number().integer().min(1).max(5 * 1024 ** 3).default(26_214_400),
+  FILE_URL_TTL_SECONDS: Joi.number().integer().min(1).max(7 * 24 * 3600).default(3600),
 }).unknown(true);
 
 export class ConfigError extends Error {}
@@ -212,5 +241,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     owedSweepIntervalMs: v.OWED_SWEEP_INTERVAL_MS,
     httpKeepAliveTimeoutMs: v.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     httpHeadersTimeoutMs: v.HTTP_HEADERS_TIMEOUT_MS,
+    fileStorage: v.FILE_STORAGE,
+    fileStorageDir: v.FILE_STORAGE_DIR,
+    s3: v.FILE_STORAGE === 's3'
+      ? {
+        endpoint: v.S3_ENDPOINT ?? null, region: v.S3_REGION, bucket: v.S3_BUCKET, accessKeyId: v.S3_ACCESS_KEY_ID,
+        secretAccessKey: v.S3_SECRET_ACCESS_KEY, forcePathStyle: v.S3_FORCE_PATH_STYLE,
+      }
+      : null,
+    uploadMaxBytes: v.UPLOAD_MAX_BYTES,
+    fileUrlTtlSeconds: v.FILE_URL_TTL_SECONDS,
   });
 }

@@ -11,6 +11,9 @@ import { ensureSubmissionPartitions } from './domain/submissions/partitions';
 import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';
 import { Producer } from './queues/producer';
+import { createFileStore } from './domain/files/file-store';
+import { FileLinks } from './domain/files/links';
+import type { Files } from './domain/files/uploads';
 
 /** Everything a request handler or a job needs, built once per process. */
 export interface AppContext {
@@ -35,6 +38,8 @@ export interface AppContext {
   encryptionKey: Buffer;
   /** Every key that may open a sealed value (the current one first). */
   decryptionKeys: Buffer[];
+  /** The file store (local or S3) and the signed links to its files. */
+  files: Files;
   /** Drops a changed form from this process's cache and tells the other processes to. */
   forgetForm(formId: string): void;
   close(): Promise<void>;
@@ -104,6 +109,10 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   return {
     config, orm, readOrm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
     formCache, submissionWriter: new SubmissionWriter(orm, logger),
+    files: {
+      store: createFileStore(config),
+      links: FileLinks.fromEncryptionKey(encryptionKey, config.publicUrl, config.fileUrlTtlSeconds),
+    },
     forgetForm(formId: string) {
       formCache.invalidate(formId);
       publishInvalidation(redis, `form:${formId}`).catch(() => {

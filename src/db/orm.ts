@@ -17,6 +17,7 @@ import { Migration20261123003000_hot_path_indexes } from './migrations/Migration
 import { Migration20261123004000_store_submission_function } from './migrations/Migration20261123004000_store_submission_function';
 import { Migration20261124000000_drop_store_submission_function } from './migrations/Migration20261124000000_drop_store_submission_function';
 import { Migration20261124020000_payment_intents } from './migrations/Migration20261124020000_payment_intents';
+import { Migration20261125000000_uploads } from './migrations/Migration20261125000000_uploads';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -34,6 +35,7 @@ const MIGRATIONS = [
   { name: 'Migration20261123004000_store_submission_function', class: Migration20261123004000_store_submission_function },
   { name: 'Migration20261124000000_drop_store_submission_function', class: Migration20261124000000_drop_store_submission_function },
   { name: 'Migration20261124020000_payment_intents', class: Migration20261124020000_payment_intents },
+  { name: 'Migration20261125000000_uploads', class: Migration20261125000000_uploads },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -58,7 +58,7 @@ export function parseJsonBody(req: Request): unknown {
  * the response is cut short (a client sees an incomplete transfer), and a client that goes away
  * stops the stream, which releases what feeds it.
  */
-async function streamReply(app: AppContext, req: Request, res: Response, reply: Reply): Promise<void> {
+export async function streamReply(app: AppContext, req: Request, res: Response, reply: Reply): Promise<void> {
   for (const [name, value] of Object.entries(reply.headers ?? {})) res.header(name, String(value));
   res.writeHead(reply.status);
   try {

@@ -8,6 +8,7 @@ import { extractApiKey } from '../domain/auth/api-keys';
 import { admitKey, describeError } from './pipeline';
 import { registerAdminRoutes } from './routes/admin';
 import { registerAnalyticsRoutes } from './routes/analytics';
+import { registerFileRoutes } from './routes/files';
 import { registerFormRoutes } from './routes/forms';
 import { registerHostedRoutes } from './routes/hosted';
 import { registerOpsRoutes, type Lifecycle } from './routes/ops';
@@ -61,6 +62,10 @@ function guardRequestBody(req: Request, _res: Response, next: (err?: unknown) =>
     return next(Object.assign(new Error('Compressed request bodies are not accepted'), { statusCode: 415 }));
   }
   return next();
+}
+
+function isFileUpload(req: Request): boolean {
+  return req.method === 'PUT' && !!req.url?.startsWith('/uploads/');
 }
 
 /** The route pattern, never the raw URL, so metric labels stay bounded; requests no route took are 'unmatched'. */
@@ -120,8 +125,10 @@ export function createHttpServer(app: AppContext): HttpServer {
     });
   }
   server.use(restify.plugins.queryParser({ mapParams: false }));
-  server.use(guardRequestBody);
-  server.use(restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }));
+  // A file sent to the service's own upload URL is streamed by its route, never read as a body.
+  const readBody = restify.plugins.bodyReader({ maxBodySize: MAX_BODY_BYTES }) as unknown as restify.RequestHandler;
+  server.use((req: Request, res: Response, next) => (isFileUpload(req) ? next() : guardRequestBody(req, res, next)));
+  server.use((req: Request, res: Response, next) => (isFileUpload(req) ? next() : readBody(req, res, next)));
 
   registerOpsRoutes(server, app, lifecycle);
   registerAdminRoutes(server, app);
@@ -130,6 +137,7 @@ export function createHttpServer(app: AppContext): HttpServer {
   registerWebhookRoutes(server, app);
   registerAnalyticsRoutes(server, app);
   registerPublicRoutes(server, app);
+  registerFileRoutes(server, app);
   registerHostedRoutes(server, app);
 
   server.on('restifyError', (req: Request, res: Response, err: any, callback: () => void) => {

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { itemIdempotencyKey } from '../../src/domain/submissions/batch-submission';
 import { decodeCursor, encodeCursor } from '../../src/domain/submissions/changes';
 import { csvHeader, csvRecord, neutralizeFormula } from '../../src/domain/submissions/export';
+import { FileLinks } from '../../src/domain/files/links';
 import type { Field } from '../../src/domain/forms/types';
 
 describe('change feed cursors', () => {
@@ -70,7 +71,7 @@ describe('CSV export cells', () => {
       id: 'sub_1', created_at: new Date('2026-11-03T16:41:05Z'), submitter_email: null, submitter_name: '@me',
       data: { fld_b: ['a', 'b'], fld_c: -3, fld_d: { $sealed: 'enc:v1:abc' } },
     };
-    expect(csvRecord(row, fields)).to.deep.equal(['sub_1', '2026-11-03T16:41:05.000Z', '', "'@me", '', '["a","b"]', "'-3", 'Redacted']);
+    expect(csvRecord(row, fields, new FileLinks(Buffer.alloc(32), 'http://files.test', 60))).to.deep.equal(['sub_1', '2026-11-03T16:41:05.000Z', '', "'@me", '', '["a","b"]', "'-3", 'Redacted']);
   });
 });
 

@@ -19,6 +19,16 @@ describe('configuration', () => {
     expect(config.dbTimeouts).to.deep.equal({ statementMs: 3_000, lockMs: 2_000, idleInTransactionMs: 15_000 });
   });
 
+  it('stores files locally by default, and needs a bucket and keys for s3', () => {
+    const config = loadConfig({});
+    expect(config).to.include({ fileStorage: 'local', fileStorageDir: './data/files', uploadMaxBytes: 26_214_400, fileUrlTtlSeconds: 3600, s3: null });
+    expect(() => loadConfig({ FILE_STORAGE: 's3' })).to.throw(ConfigError, 'S3_BUCKET');
+    expect(() => loadConfig({ FILE_STORAGE: 's3', S3_BUCKET: 'b' })).to.throw(ConfigError, 'S3_ACCESS_KEY_ID');
+    expect(() => loadConfig({ FILE_STORAGE: 'ftp' })).to.throw(ConfigError, 'FILE_STORAGE');
+    const s3 = loadConfig({ FILE_STORAGE: 's3', S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'k', S3_SECRET_ACCESS_KEY: 's', S3_FORCE_PATH_STYLE: 'true' });
+    expect(s3.s3).to.deep.equal({ endpoint: null, region: 'us-east-1', bucket: 'b', accessKeyId: 'k', secretAccessKey: 's', forcePathStyle: true });
+  });
+
   it('keeps the headers timeout above the keep-alive timeout', () => {
     expect(loadConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '120000' }).httpHeadersTimeoutMs).to.equal(121_000);
     expect(() => loadConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '65000', HTTP_HEADERS_TIMEOUT_MS: '60000' }))

@@ -57,6 +57,13 @@ describe('validateFieldValue', () => {
       [file({ size: 1024 * 1024 + 1 }), file({ dataUrl: 'https://x/y.pdf' }), file({ name: '' }), file({ size: '10' }), file({ path: '/etc/passwd' }), 'cv.pdf']],
     ['file-upload accept', field('f', 'file-upload', { config: { accept: ['application/pdf', 'image/*'] } }),
       [file(), file({ type: 'image/png' })], [file({ type: 'text/plain' })]],
+    ['file-upload by upload id', field('f', 'file-upload'), [{ uploadId: 'upl_0123456789ABCDEFGHIJ' }, [{ uploadId: 'upl_0123456789ABCDEFGHIJ' }]],
+      [{ uploadId: 'upl_short' }, { uploadId: 'upl_0123456789ABCDEFGHIJ', name: 'x' }, [{ uploadId: 'upl_0123456789ABCDEFGHIJ' }, { uploadId: 'upl_0123456789ABCDEFGHIK' }],
+        ['upl_0123456789ABCDEFGHIJ'], { uploadId: 42 }]],
+    ['file-upload maxFiles 2', field('f', 'file-upload', { config: { maxFiles: 2 } }),
+      [[{ uploadId: 'upl_0123456789ABCDEFGHIJ' }, { uploadId: 'upl_0123456789ABCDEFGHIK' }]],
+      [[{ uploadId: 'upl_0123456789ABCDEFGHIJ' }, { uploadId: 'upl_0123456789ABCDEFGHIJ' }],
+        [{ uploadId: 'upl_0123456789ABCDEFGHIJ' }, { uploadId: 'upl_0123456789ABCDEFGHIK' }, { uploadId: 'upl_0123456789ABCDEFGHIL' }]]],
     ['payment', field('f', 'payment', { config: { amount: 500, currency: 'usd' } }), ['pi_3Nabc_DEF123'], ['pi_', 'ch_123', 'pi_12 3', 123]],
   ];
 

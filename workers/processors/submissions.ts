@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import { fanOutDeletion, fanOutSubmission } from '../../src/domain/submissions/fanout';
+import { deleteMarkedFiles } from '../../src/domain/files/uploads';
 import type { JobPayload } from '../../src/queues/catalogue';
 
 async function queueDeliveries(app: AppContext, deliveryIds: string[]): Promise<void> {
@@ -20,9 +21,14 @@ export async function fanout(app: AppContext, job: Job<JobPayload<'submissions',
   return { submissionFound: result.submissionFound, deliveries: result.deliveryIds.length, syncs: result.syncIds.length };
 }
 
-/** The deletion event's deliveries, created and queued the same way. */
+/**
+ * The deletion event's deliveries, created and queued the same way; then the submission's files
+ * (marked `deleting` by the deleting statement) are deleted. A file store that fails fails the job,
+ * which is retried, and the hourly sweep retries whatever is still marked after that.
+ */
 export async function fanoutDeletion(app: AppContext, job: Job<JobPayload<'submissions', 'fanout-deletion'>>) {
   const result = await fanOutDeletion(app.orm.em.fork(), job.data);
   await queueDeliveries(app, result.deliveryIds);
-  return { deliveries: result.deliveryIds.length };
+  const filesDeleted = await deleteMarkedFiles(app, { submissionId: job.data.submissionId });
+  return { deliveries: result.deliveryIds.length, filesDeleted };
 }

@@ -3,6 +3,7 @@ import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { sweepAbandonedPayments } from '../../src/domain/payments/refunds';
+import { sweepUploads } from '../../src/domain/files/uploads';
 import { relayOutbox } from '../../src/domain/outbox/relay';
 import { sweepOwed, sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
 import { rollupUsage } from '../../src/domain/usage/rollup';
@@ -52,6 +53,8 @@ export const maintenance = async (app: AppContext) => {
     submissionPartitionsCreated: await ensureSubmissionPartitions(em),
     submissionPartitionsDropped: submissionRetentionMonths ? await dropExpiredSubmissionPartitions(em, submissionRetentionMonths) : [],
     ...(await sweepAbandonedPayments(app)),
+    // After the partitions: the files of dropped ones were marked for deletion on the way.
+    ...(await sweepUploads(app)),
   };
 };
 export const sweep = async (app: AppContext) => sweepOwed(app);

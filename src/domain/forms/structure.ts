@@ -1,5 +1,6 @@
 // Structural validation of a form's pages and fields (create form, replace structure). Server-side.
 import Joi from 'joi';
+import { MAX_FILES_LIMIT } from '../files/rules';
 import { compilePattern } from './patterns';
 import { FIELD_TYPES, OPERATORS } from './types';
 import type { ConditionalLogic, Field, FormStructure, Page } from './types';
@@ -53,6 +54,8 @@ const configSchema = Joi.object({
   max: Joi.number().integer(),
   format: Joi.string().valid('full', 'split'),
   accept: Joi.array().items(Joi.string().max(255)),
+  maxSize: Joi.number().integer().min(1),
+  maxFiles: Joi.number().integer().min(1).max(MAX_FILES_LIMIT),
   amount: Joi.number().integer().min(1),
   currency: Joi.string().pattern(/^[A-Za-z]{3}$/),
   sensitive: Joi.boolean(),

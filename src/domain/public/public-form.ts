@@ -12,7 +12,7 @@ import { isPlainObject } from '../../lib/objects';
  * it; `sensitive` tells the page never to copy the field into submitterName / submitterEmail.
  */
 const PUBLIC_CONFIG_KEYS = [
-  'options', 'maxLength', 'min', 'max', 'minLabel', 'maxLabel', 'format', 'accept', 'amount', 'currency', 'layout', 'sensitive',
+  'options', 'maxLength', 'min', 'max', 'minLabel', 'maxLabel', 'format', 'accept', 'maxSize', 'maxFiles', 'amount', 'currency', 'layout', 'sensitive',
 ] as const;
 
 /** validationRules keys the shared validator reads. */

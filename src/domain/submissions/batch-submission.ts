@@ -4,6 +4,11 @@ import {
   type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
 import { completeIdempotencyKey, findIdempotencyRecords } from './store';
+import type { CachedForm } from '../forms/form-cache';
+import { isPlainObject } from '../../lib/objects';
+import { isUploadId } from '../files/rules';
+import { findUploads, type UploadRow } from '../files/store';
+import { uploadRefs } from '../files/uploads';
 import type { FieldError } from './validate';
 
 export const BATCH_MAX_ITEMS = 100;
@@ -82,6 +87,12 @@ export async function createSubmissionBatch(deps: SubmissionDeps, request: Batch
   });
 }
 
+/** The uploads all items name, in one query (none when no item names one). */
+async function batchUploads(deps: SubmissionDeps, form: CachedForm, data: unknown[]): Promise<Map<string, UploadRow>> {
+  const ids = data.flatMap((d) => (isPlainObject(d) ? uploadRefs(form.structure.fields, d) : [])).map((r) => r.uploadId).filter(isUploadId);
+  return findUploads(deps.orm.em.fork(), form.organizationId, [...new Set(ids)]);
+}
+
 async function decideBatch(
   deps: SubmissionDeps, request: BatchRequest, idem: { key: string; requestHash: string } | null,
 ): Promise<BatchResult> {
@@ -113,7 +124,8 @@ async function decideBatch(
       form = found.form;
     }
     const pending = items.map((_, i) => i).filter((i) => !outcomes[i]);
-    const checks = await mapAtMost(pending, PAYMENT_CHECKS_AT_ONCE, (i) => checkSubmission(deps, form, items[i], itemIdem[i]));
+    const uploadRows = await batchUploads(deps, form, pending.map((i) => items[i].data));
+    const checks = await mapAtMost(pending, PAYMENT_CHECKS_AT_ONCE, (i) => checkSubmission(deps, form, items[i], itemIdem[i], { uploadRows }));
     const ready: Array<{ index: number; checked: CheckedSubmission }> = [];
     checks.forEach((check, k) => {
       const index = pending[k];

@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import type { ChangeType, FeedPosition } from './changes';
-import { redact } from './read-service';
+import type { FileLinks } from '../files/links';
+import { shownValues } from './read-service';
 
 export interface SubmissionSummary {
   id: string;
@@ -37,7 +38,9 @@ export interface Change {
  * database of the cluster: ids are cluster-wide) holds the feed back, not listing newer changes,
  * until it ends. On a hot standby the snapshot comes from the primary's WAL, so the same holds.
  */
-export async function readChanges(em: Em, organizationId: string, opts: { after: FeedPosition; formId: string | null; limit: number })
+export async function readChanges(
+  em: Em, organizationId: string, opts: { after: FeedPosition; formId: string | null; limit: number }, links: FileLinks,
+)
   : Promise<{ changes: Change[]; hasMore: boolean }> {
   const rows = await em.getConnection().execute(
     `select c.xid::text as xid, c.position::text as position, c.type, c.submission_id, c.form_id, c.occurred_at,
@@ -60,7 +63,7 @@ export async function readChanges(em: Em, organizationId: string, opts: { after:
     submission: row.live_id
       ? {
         id: row.live_id, submitterEmail: row.submitter_email, submitterName: row.submitter_name,
-        createdAt: new Date(row.created_at).toISOString(), data: redact(row.data),
+        createdAt: new Date(row.created_at).toISOString(), data: shownValues(row.data, links),
       }
       : null,
   }));

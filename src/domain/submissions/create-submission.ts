@@ -16,6 +16,8 @@ import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
 import { submitterDetailsToStore } from './submitter';
 import { createdFanout } from './fanout';
+import { checkUploads, uploadRefs, type Files, type UploadRef } from '../files/uploads';
+import { claimedUploads, type UploadRow } from '../files/store';
 import {
   claimIdempotencyKey, findIdempotencyRecord, releaseIdempotencyKey,
   type ClaimKind, type CreatedFanout, type InsertOutcome, type Settled, type StoredIdempotency, type SubmissionRow, type SubmissionWriter,
@@ -32,6 +34,8 @@ export interface SubmissionDeps {
   producer: Producer;
   formCache: FormCache;
   encryptionKey: Buffer;
+  /** Where uploaded files live, and their links. */
+  files: Files;
 }
 
 export interface SubmissionRequest {
@@ -139,6 +143,8 @@ export interface CheckedSubmission {
   submission: CreatedSubmission;
   /** The form it was checked against: its fan-out (event payload, CRM syncs) comes from it too. */
   form: CachedForm;
+  /** The uploads it claims, by field. */
+  uploads: UploadRef[];
 }
 
 /** What one submission carries, whether posted alone or as an item of a batch. */
@@ -155,11 +161,12 @@ export type IdempotencyClaim = { key: string; requestHash: string; claimToken?: 
 
 /**
  * Every check of one submission against a published form, in the order clients see them:
- * invalid data → missing required → field validation → payment.
+ * invalid data → missing required → field validation → uploads → payment. `uploadRows`: the
+ * uploads looked up already (a batch looks up all of its items' in one query).
  */
 export async function checkSubmission(
   deps: SubmissionDeps, form: CachedForm, input: SubmissionInput, idem: IdempotencyClaim,
-  opts: { paymentMade?: boolean } = {},
+  opts: { paymentMade?: boolean; uploadRows?: Map<string, UploadRow> } = {},
 ): Promise<{ ok: true; checked: CheckedSubmission } | { ok: false; refusal: SubmissionRefusal }> {
   if (!isPlainObject(input.data)) return { ok: false, refusal: { kind: 'invalid_data' } };
   const check = validateSubmission(form.structure, input.data);
@@ -167,22 +174,34 @@ export async function checkSubmission(
   const fieldErrors = [...check.errors, ...(input.metadataErrors ?? [])];
   if (fieldErrors.length) return { ok: false, refusal: { kind: 'invalid_fields', errors: fieldErrors } };
 
+  let values = check.values;
+  const uploads = uploadRefs(form.structure.fields, values);
+  if (uploads.length) {
+    const checked = await checkUploads(deps, form, values, uploads, opts.uploadRows);
+    if (!checked.ok) return { ok: false, refusal: { kind: 'invalid_fields', errors: checked.errors } };
+    values = checked.values;
+  }
+
   // Before the payment is made (POST /check), its intent is not succeeded yet: only its format counts.
-  const payment = opts.paymentMade === false ? { intentId: null } : await checkPayment(deps, form, check.values);
+  const payment = opts.paymentMade === false ? { intentId: null } : await checkPayment(deps, form, values);
   if (payment.refusal) return { ok: false, refusal: payment.refusal };
 
-  const submitter = submitterDetailsToStore(form.structure.fields, check.values, input);
+  const submitter = submitterDetailsToStore(form.structure.fields, values, input);
   const createdAt = new Date();
   const submission: CreatedSubmission = { id: newTimeOrderedId('sub', createdAt), formId: form.id, createdAt: createdAt.toISOString() };
   const row: SubmissionRow = {
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
-    month: quotaMonth(createdAt), data: sealSensitive(form, check.values, deps.encryptionKey),
+    month: quotaMonth(createdAt), data: sealSensitive(form, values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
-    createdAt, claims: payment.intentId ? [{ kind: 'payment', id: payment.intentId }] : [],
+    createdAt,
+    claims: [
+      ...(payment.intentId ? [{ kind: 'payment' as const, id: payment.intentId }] : []),
+      ...uploads.map(({ uploadId }) => ({ kind: 'upload' as const, id: uploadId })),
+    ],
     idempotency: idem ? { ...idem, responseBody: { submission } } : null,
   };
   annotate({ 'form_service.organization.id': row.organizationId, 'form_service.form.id': row.formId, 'form_service.submission.id': row.id });
-  return { ok: true, checked: { row, submission, form } };
+  return { ok: true, checked: { row, submission, form, uploads } };
 }
 
 /** The form changed (or a record under the key vanished) while storing: decide again on a fresh form. */
@@ -227,13 +246,24 @@ export async function storeCheckedSubmissions(
 }
 
 /** The refusal of a submission whose claim of that kind (CLAIM_KINDS) backs another submission. */
-const CLAIM_TAKEN: Record<ClaimKind, SubmissionRefusal> = {
-  payment: { kind: 'payment_used' },
+const CLAIM_TAKEN: Record<ClaimKind, (deps: SubmissionDeps, checked: CheckedSubmission) => Promise<SubmissionRefusal>> = {
+  payment: async () => ({ kind: 'payment_used' }),
+  // An upload backs one submission: 400 validation_error / 422 on the fields whose uploads are taken.
+  upload: async (deps, { uploads }) => {
+    const taken = await claimedUploads(deps.orm.em.fork(), uploads.map((u) => u.uploadId));
+    const fields = new Set(uploads.filter((u) => taken.has(u.uploadId)).map((u) => u.fieldId));
+    return {
+      kind: 'invalid_fields',
+      errors: [...(fields.size ? fields : new Set(uploads.map((u) => u.fieldId)))]
+        .map((field) => ({ field, message: 'This upload is already used by another submission' })),
+    };
+  },
 };
 
 /** What a client is answered for a stored (or refused) submission. */
-async function answerOf(deps: SubmissionDeps, { row, submission }: CheckedSubmission, outcome: InsertOutcome)
+async function answerOf(deps: SubmissionDeps, checked: CheckedSubmission, outcome: InsertOutcome)
   : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
+  const { row, submission } = checked;
   switch (outcome.kind) {
     case 'created':
       submissionStored(deps, [row], outcome);
@@ -242,7 +272,7 @@ async function answerOf(deps: SubmissionDeps, { row, submission }: CheckedSubmis
       metrics.quotaRejections.inc();
       return refuse({ kind: 'quota_exceeded' });
     case 'claim_taken':
-      return refuse(CLAIM_TAKEN[outcome.claim]);
+      return refuse(await CLAIM_TAKEN[outcome.claim](deps, checked));
     case 'idempotency_lost':
       return refuse({ kind: 'idempotency_key_in_use' });
     case 'idempotency_conflict': {

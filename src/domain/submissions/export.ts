@@ -4,7 +4,8 @@ import QueryStream from 'pg-query-stream';
 import { withoutReadTimeout, type Orm } from '../../db/orm';
 import type { CachedForm } from '../forms/form-cache';
 import type { Field } from '../forms/types';
-import { keyByLabel, redact } from './read-service';
+import type { FileLink, FileLinks } from '../files/links';
+import { keyByLabel, shownValues } from './read-service';
 
 export type ExportFormat = 'csv' | 'ndjson';
 
@@ -39,8 +40,14 @@ export function neutralizeFormula(cell: string): string {
   return FORMULA_START.test(cell) ? `'${cell}` : cell;
 }
 
+const isFileLink = (value: unknown): value is FileLink =>
+  !!value && typeof value === 'object' && typeof (value as FileLink).url === 'string' && typeof (value as FileLink).size === 'number';
+
+/** A file is its link; several files are their links, one per line. */
 function cellText(value: unknown): string {
   if (value === null || value === undefined) return '';
+  if (isFileLink(value)) return value.url;
+  if (Array.isArray(value) && value.length > 0 && value.every(isFileLink)) return value.map((file) => file.url).join('\n');
   if (typeof value === 'string') return value;
   if (typeof value === 'object') return JSON.stringify(value);
   return String(value);
@@ -55,15 +62,15 @@ export function csvHeader(fields: Field[]): string[] {
   return ['id', 'createdAt', 'submitterEmail', 'submitterName', ...fields.map((f) => f.label)].map(neutralizeFormula);
 }
 
-export function csvRecord(row: ExportRow, fields: Field[]): string[] {
-  const data = redact(row.data);
+export function csvRecord(row: ExportRow, fields: Field[], links: FileLinks): string[] {
+  const data = shownValues(row.data, links);
   return [row.id, new Date(row.created_at).toISOString(), row.submitter_email, row.submitter_name, ...fields.map((f) => data[f.id])]
     .map((value) => neutralizeFormula(cellText(value)));
 }
 
 /** One Submission detail, as `GET /v1/submissions/{id}` shows it. */
-export function ndjsonLine(row: ExportRow, form: CachedForm): string {
-  const rawData = redact(row.data);
+export function ndjsonLine(row: ExportRow, form: CachedForm, links: FileLinks): string {
+  const rawData = shownValues(row.data, links);
   return `${JSON.stringify({
     id: row.id, formId: form.id, formTitle: form.title, submitterEmail: row.submitter_email,
     submitterName: row.submitter_name, createdAt: new Date(row.created_at).toISOString(),
@@ -72,21 +79,21 @@ export function ndjsonLine(row: ExportRow, form: CachedForm): string {
 }
 
 /** RFC 4180: CRLF between records; a field with a comma, quote, CR or LF is quoted, quotes doubled. */
-function csvEncoder(form: CachedForm): Transform[] {
+function csvEncoder(form: CachedForm, links: FileLinks): Transform[] {
   const fields = exportFields(form);
   const toRecord = new Transform({
     objectMode: true,
-    transform(row: ExportRow, _enc, done) { done(null, csvRecord(row, fields)); },
+    transform(row: ExportRow, _enc, done) { done(null, csvRecord(row, fields, links)); },
   });
   const encoder = stringify({ record_delimiter: 'windows', quoted_match: /[\r\n]/ });
   encoder.write(csvHeader(fields));
   return [toRecord, encoder];
 }
 
-function ndjsonEncoder(form: CachedForm): Transform[] {
+function ndjsonEncoder(form: CachedForm, links: FileLinks): Transform[] {
   return [new Transform({
     writableObjectMode: true,
-    transform(row: ExportRow, _enc, done) { done(null, ndjsonLine(row, form)); },
+    transform(row: ExportRow, _enc, done) { done(null, ndjsonLine(row, form, links)); },
   })];
 }
 
@@ -99,6 +106,7 @@ function ndjsonEncoder(form: CachedForm): Transform[] {
  */
 export async function openSubmissionExport(
   orm: Orm, organizationId: string, form: CachedForm, format: ExportFormat, bounds: { from: Date | null; until: Date | null },
+  links: FileLinks,
 ): Promise<Readable[]> {
   const where = ['organization_id = $1', 'form_id = $2'];
   const values: unknown[] = [organizationId, form.id];
@@ -134,7 +142,7 @@ export async function openSubmissionExport(
   rows.once('end', () => { finished = true; });
   // Whether the rows were read to the end, failed, or the client went away mid-stream.
   rows.once('close', () => { void giveBack(pool, connection, finished && !rows.errored); });
-  return [rows, ...(format === 'csv' ? csvEncoder(form) : ndjsonEncoder(form))];
+  return [rows, ...(format === 'csv' ? csvEncoder(form, links) : ndjsonEncoder(form, links))];
 }
 
 /** A connection goes back to the pool only in a clean state; otherwise it is closed. */

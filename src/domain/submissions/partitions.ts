@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { markFilesOfSubmissionsBefore } from '../files/store';
 
 /** Months of submission partitions kept ready beyond the current one. */
 export const PARTITION_MONTHS_AHEAD = 3;
@@ -36,9 +37,13 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - retentionMonths, 1));
 }
 
-/** Drops every month of submissions that ended before the retention cutoff, partition by partition; names them. */
+/**
+ * Drops every month of submissions that ended before the retention cutoff, partition by partition;
+ * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete.
+ */
 export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: number, now = new Date()): Promise<string[]> {
   return withDdlLock(em, async (tx) => {
+    await markFilesOfSubmissionsBefore(tx, retentionCutoff(retentionMonths, now));
     const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
       [retentionCutoff(retentionMonths, now).toISOString()]);
     return rows.map((r: any) => r.name as string);

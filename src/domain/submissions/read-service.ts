@@ -1,9 +1,11 @@
 import type { Em } from '../../db/orm';
+import type { FileLinks } from '../files/links';
 import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
 import { recordChangesSql } from './changes';
 import { recordSubmissionDeleted } from './store';
+import { FILES_OF_DELETED_SQL } from '../files/store';
 
 export const REDACTED = 'Redacted';
 
@@ -27,6 +29,11 @@ export interface ListFilter {
 /** Sealed (sensitive) values are never shown by ordinary reads. */
 export function redact(data: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, isSealedValue(v) ? REDACTED : v]));
+}
+
+/** Values as every read shows them: sensitive ones `Redacted`, files as `{name, type, size, url}` with a fresh link. */
+export function shownValues(data: Record<string, unknown>, links: FileLinks): Record<string, unknown> {
+  return links.presentValues(redact(data));
 }
 
 /** Keys by the field's current label; a deleted field keeps its id; a repeated label gets its id appended. */
@@ -80,11 +87,14 @@ export async function findSubmission(em: Em, organizationId: string, submissionI
 const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
   'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
 
-/** Deletes one submission of an organization; answers its id, form and form title (no row: nothing deleted). */
+/**
+ * Deletes one submission of an organization; answers its id, form and form title (no row: nothing
+ * deleted). Its files go `deleting` in the same statement; the deletion job deletes their bytes.
+ */
 export const DELETE_SUBMISSION_SQL = `
 with gone as (
   delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
-), ${DELETED_CHANGE_SQL}
+), ${DELETED_CHANGE_SQL}, ${FILES_OF_DELETED_SQL}
 select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
 export interface DeletedSubmission {

@@ -25,12 +25,13 @@ import type { SubmissionSource } from './entities';
  * per thing claimed. An item carries any number of claims (`SubmissionRow.claims`); it is stored
  * only if it gets every one of them, and its answer names the first kind (in this order) it lost.
  *
- * Adding a claim (e.g. file uploads) is one entry here, `upload: { table: 'upload_claims', idColumn:
- * 'upload_id' }` with its table created by a migration, plus the caller putting `{ kind: 'upload',
- * id }` in the row's claims and turning a `claim_taken` answer of that kind into its refusal.
+ * Adding a claim is one entry here with its table created by a migration, plus the caller putting
+ * `{ kind, id }` in the row's claims and turning a `claim_taken` answer of that kind into its
+ * refusal (create-submission.ts, CLAIM_TAKEN); file uploads are the second kind.
  */
 export const CLAIM_KINDS = {
   payment: { table: 'payment_claims', idColumn: 'payment_intent_id' },
+  upload: { table: 'upload_claims', idColumn: 'upload_id' },
 } as const satisfies Record<string, { table: string; idColumn: string }>;
 
 export type ClaimKind = keyof typeof CLAIM_KINDS;
@@ -51,7 +52,7 @@ export interface SubmissionRow {
   submitterName: string | null;
   source: SubmissionSource;
   createdAt: Date;
-  /** What it claims (CLAIM_KINDS): a payment intent, … */
+  /** What it claims (CLAIM_KINDS): a payment intent, uploads; each at most once. */
   claims: Claim[];
   /**
    * The record its answer is kept under. With `claimToken` (a key this request claimed, see

@@ -3,6 +3,7 @@ import { isEmptyValue, ownValue, visibleFieldIds } from '../forms/logic';
 import { matchesPattern, PATTERN_INPUT_MAX_LENGTH } from '../forms/patterns';
 import type { Field, FieldType, FormStructure } from '../forms/types';
 import { isPlainObject } from '../../lib/objects';
+import { fileLimits, isUploadId, typeAccepted } from '../files/rules';
 
 export interface FieldError { field: string; message: string }
 
@@ -145,30 +146,41 @@ const validateSignature: Validator = (_field, value) =>
     ? null
     : 'Must be a PNG signature of at most 256 KB';
 
-function acceptedTypes(accept: unknown): string[] {
-  const list = typeof accept === 'string' ? accept.split(',') : Array.isArray(accept) ? accept : [];
-  return list.filter((item): item is string => typeof item === 'string').map((item) => item.trim().toLowerCase());
-}
-
-function typeAccepted(mime: string, accepted: string[]): boolean {
-  const type = mime.toLowerCase();
-  return accepted.some((entry) => entry === type || (entry.endsWith('/*') && type.startsWith(entry.slice(0, -1))));
-}
-
 const FILE_KEYS = ['name', 'type', 'size', 'dataUrl'];
 
-const validateFile: Validator = (field, value) => {
-  const wellFormed = isPlainObject(value)
-    && Object.keys(value).every((key) => FILE_KEYS.includes(key))
+/** The §6 file object, its bytes inline as a data URL (up to the 1 MB body limit). */
+function inlineFileProblem(field: Field, value: Record<string, unknown>): string | null {
+  const wellFormed = Object.keys(value).every((key) => FILE_KEYS.includes(key))
     && typeof value.name === 'string' && value.name.trim() !== ''
     && typeof value.type === 'string'
     && typeof value.size === 'number' && Number.isInteger(value.size) && value.size >= 0
     && typeof value.dataUrl === 'string' && DATA_URL.test(value.dataUrl);
-  if (!wellFormed) return 'Must be a file with name, type, size and data URL';
+  if (!wellFormed) return FILE_SHAPE;
   if ((value.size as number) > FILE_MAX_SIZE) return 'File must be at most 1 MB';
-  const accepted = acceptedTypes(field.config.accept);
-  if (accepted.length && !typeAccepted(value.type as string, accepted)) return 'File type is not accepted';
+  const { accept } = fileLimits(field, Number.MAX_SAFE_INTEGER);
+  if (!typeAccepted(accept, value.name as string, value.type as string)) return 'File type is not accepted';
   return null;
+}
+
+const FILE_SHAPE = 'Must be an uploaded file ({"uploadId"}) or a file with name, type, size and data URL';
+
+const isUploadRef = (value: unknown) => isPlainObject(value) && Object.keys(value).length === 1 && isUploadId(value.uploadId);
+
+/**
+ * `{uploadId}` (an upload the submission will claim; storing checks the upload itself), a list of
+ * them up to the field's maxFiles, each once, or the inline data URL object.
+ */
+const validateFile: Validator = (field, value) => {
+  if (Array.isArray(value)) {
+    const { maxFiles } = fileLimits(field, Number.MAX_SAFE_INTEGER);
+    if (!value.every(isUploadRef)) return FILE_SHAPE;
+    if (value.length > maxFiles) return maxFiles === 1 ? 'Takes one file' : `Takes at most ${maxFiles} files`;
+    if (new Set(value.map((v) => v.uploadId)).size !== value.length) return 'The same upload is named twice';
+    return null;
+  }
+  if (!isPlainObject(value)) return FILE_SHAPE;
+  if ('uploadId' in value) return isUploadRef(value) ? null : FILE_SHAPE;
+  return inlineFileProblem(field, value);
 };
 
 const VALIDATORS: Record<FieldType, Validator> = {

@@ -1,4 +1,5 @@
 import { unseal } from '../../lib/crypto';
+import { withFileLinks, type FileLinks } from '../files/links';
 import { annotate } from '../../lib/tracing';
 import { maxAttempts, type AttemptDeps } from '../outbound/attempt';
 import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from './store';
@@ -37,7 +38,7 @@ function openSecret(sealed: string, keys: Buffer[]): string {
  * from the row (attempts since its current schedule began), not from the job, so a job queued again
  * by the sweep continues the schedule rather than restarting or extending it.
  */
-export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Promise<DeliveryRun> {
+export async function attemptDelivery(deps: AttemptDeps & { files: { links: FileLinks } }, deliveryId: string): Promise<DeliveryRun> {
   const em = deps.orm.em.fork();
   const row = await findDeliveryForAttempt(em, deliveryId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
@@ -55,7 +56,8 @@ export async function attemptDelivery(deps: AttemptDeps, deliveryId: string): Pr
 
   const result = await sendSigned(deps.config, {
     url: row.url, secret: openSecret(row.secret_sealed, deps.decryptionKeys),
-    previousSecret: row.previous_secret_sealed ? openSecret(row.previous_secret_sealed, deps.decryptionKeys) : null, body: row.payload,
+    previousSecret: row.previous_secret_sealed ? openSecret(row.previous_secret_sealed, deps.decryptionKeys) : null,
+    body: withFileLinks(row.payload, deps.files.links),
     eventType: row.event_type, deliveryId: row.id,
   });
   const now = new Date();

@@ -1,19 +1,20 @@
 import type { Field } from '../../domain/forms/types';
 import type { BatchItemOutcome } from '../../domain/submissions/batch-submission';
-import { keyByLabel, redact, type SubmissionRecord } from '../../domain/submissions/read-service';
+import type { FileLinks } from '../../domain/files/links';
+import { keyByLabel, shownValues, type SubmissionRecord } from '../../domain/submissions/read-service';
 import { refusalToApiError } from './refusals';
 
-/** A submission in a list: sensitive values redacted, keyed by field id. */
-export function presentSubmissionListItem(s: SubmissionRecord) {
+/** A submission in a list: sensitive values redacted, files as links, keyed by field id. */
+export function presentSubmissionListItem(s: SubmissionRecord, links: FileLinks) {
   return {
     id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName,
-    createdAt: s.createdAt.toISOString(), data: redact(s.data),
+    createdAt: s.createdAt.toISOString(), data: shownValues(s.data, links),
   };
 }
 
 /** One submission: its values keyed by the form's current labels (`data`) and by field id (`rawData`). */
-export function presentSubmission(submission: SubmissionRecord & { formTitle: string }, fields: Field[]) {
-  const rawData = redact(submission.data);
+export function presentSubmission(submission: SubmissionRecord & { formTitle: string }, fields: Field[], links: FileLinks) {
+  const rawData = shownValues(submission.data, links);
   return {
     id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
     submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,

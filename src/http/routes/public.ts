@@ -26,7 +26,7 @@ export const PAYMENT_INTENTS_PER_FORM_PER_MINUTE = 120;
 const FINAL_REFUSAL_STATUSES = new Set([402, 404]);
 
 /** The published form for a public JSON request, or the public 404 / 429; headers are set either way. */
-async function admittedFormOrRefusal(
+export async function admittedFormOrRefusal(
   app: AppContext, req: Request, res: Response, clientKey: string, perForm: { name: string; limit: number },
 ): Promise<CachedForm> {
   const { admission, headers } = await admitPublicRequest(app, clientKey, formIdParam(req), perForm);

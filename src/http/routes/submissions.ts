@@ -133,7 +133,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     return {
       status: 200,
       body: {
-        submissions: items.map(presentSubmissionListItem),
+        submissions: items.map((item) => presentSubmissionListItem(item, app.files.links)),
         pagination: { limit: query.limit, offset: query.offset, total },
       },
     };
@@ -160,7 +160,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
     const form = await app.formCache.get(formId, true);
     if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
-    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate))
+    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate), app.files.links)
       .catch((err) => {
         if (err instanceof ExportCapacityReached) throw errors.serviceUnavailable('Too many exports are running; retry shortly');
         throw err;
@@ -182,7 +182,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     }
     const query = validate<{ after?: string; limit: number }>(changesQuerySchema, req.query ?? {});
     const after = query.after ? decodeCursor(query.after)! : START_POSITION;
-    const { changes, hasMore } = await readChanges(readEm, organizationId, { after, formId, limit: query.limit });
+    const { changes, hasMore } = await readChanges(readEm, organizationId, { after, formId, limit: query.limit }, app.files.links);
     return {
       status: 200,
       body: {
@@ -198,7 +198,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const submission = id && (await findSubmission(em, organizationId, id));
     if (!submission) throw errors.notFound('Submission not found');
     const form = await app.formCache.get(submission.formId);
-    return { status: 200, body: { submission: presentSubmission(submission, form?.structure.fields ?? []) } };
+    return { status: 200, body: { submission: presentSubmission(submission, form?.structure.fields ?? [], app.files.links) } };
   }));
 
   server.del('/v1/submissions/:submissionId', authenticated(app, 'submissions:write', async ({ em, organizationId, req }) => {
