@@ -67,14 +67,18 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   const limits = uploadLimits(field);
   const id = domId(field.id, 'input');
   const hintId = domId(field.id, 'file');
+  // The native input is visually hidden behind a label of our own: its "No file chosen" would be
+  // wrong once files are listed below it, and its button text cannot be changed.
   const input = h('input', {
-    id, type: 'file', class: 'fs-file', accept: limits.accept.join(',') || null, multiple: limits.maxFiles > 1,
+    id, type: 'file', class: 'fs-file-input', accept: limits.accept.join(',') || null, multiple: limits.maxFiles > 1,
     required: field.required, 'aria-describedby': describedBy(field, hintId),
   });
+  const pickText = h('span', { class: 'fs-file-button' });
+  const picker = h('div', { class: 'fs-file-picker' }, input, h('label', { class: 'fs-file', for: id }, pickText));
   const hint = h('p', { class: 'fs-file-info', id: hintId }, uploadHint(limits));
   const list = h('ul', { class: 'fs-uploads', 'aria-label': `Files for ${field.label}` });
   const announcer = h('p', { class: 'fs-sr-only', 'aria-live': 'polite' });
-  const element = labelledFrame(field, id, input, hint, list, announcer);
+  const element = labelledFrame(field, id, picker, hint, list, announcer);
   const entries: Entry[] = [];
 
   const announce = (text: string): void => { announcer.textContent = text; };
@@ -82,8 +86,10 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
 
   /** The picker is offered while the field takes more files. */
   function updatePicker(): void {
-    const full = attached().length >= limits.maxFiles;
-    input.hidden = full;
+    const count = attached().length;
+    const full = count >= limits.maxFiles;
+    picker.hidden = full;
+    pickText.textContent = limits.maxFiles === 1 ? 'Choose a file' : count ? 'Add another file' : 'Choose files';
     hint.textContent = full && limits.maxFiles > 1
       ? `You have attached ${limits.maxFiles} files, the most this question takes.`
       : uploadHint(limits);
@@ -186,6 +192,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     start(entry);
   }
 
+  updatePicker();
   input.addEventListener('change', () => {
     const files = input.files ? Array.from(input.files) : [];
     // Each pick starts afresh as far as refusals go: the reasons shown are about the latest files.
@@ -197,7 +204,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     // Emptied so that the same file can be picked again after it is removed.
     input.value = '';
     updatePicker();
-    if (input.hidden) entries[entries.length - 1]?.view.remove.focus();
+    if (picker.hidden) entries[entries.length - 1]?.view.remove.focus();
     on.changed(field);
   });
 
@@ -214,7 +221,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     },
     // Uploads are never prefilled: an upload id names bytes this person has not chosen.
     setValue: () => undefined,
-    focus: () => (input.hidden ? entries.find((e) => e.state === 'failed')?.view.retry ?? entries[0]?.view.remove : input)?.focus(),
+    focus: () => (picker.hidden ? entries.find((e) => e.state === 'failed')?.view.retry ?? entries[0]?.view.remove : input)?.focus(),
     settled: async () => {
       // A retry started while waiting is waited for too.
       while (entries.some((entry) => entry.state === 'uploading')) {
