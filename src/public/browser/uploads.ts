@@ -7,7 +7,8 @@ import { requestUpload, sendUpload, type Sending, type UploadTicket } from './ap
 import { domId, h } from './dom';
 import type { FieldHooks } from './fields';
 import { ControlParts, describedBy, labelledFrame } from './frame';
-import { declaredType, fileRefusal, formatBytes, uploadHint, uploadLimits } from './values';
+import { fileLimits } from '../../domain/files/rules';
+import { declaredType, fileRefusal, formatBytes, uploadHint } from './values';
 
 type UploadState = 'uploading' | 'done' | 'failed' | 'refused';
 
@@ -64,7 +65,8 @@ function entryView(field: Field, file: File): EntryView {
 }
 
 export function uploadControl(field: Field, on: FieldHooks, formId: string): ControlParts {
-  const limits = uploadLimits(field);
+  // UPLOAD_MAX_BYTES is the service's to apply: a field's own limits are what the page can know.
+  const limits = fileLimits(field, Number.MAX_SAFE_INTEGER);
   const id = domId(field.id, 'input');
   const hintId = domId(field.id, 'file');
   // The native input is visually hidden behind a label of our own: its "No file chosen" would be

@@ -1,4 +1,6 @@
 // Pure rules of the hosted page: prefill parsing, submitter details, error wording.
+import type { FileLimits } from '../../domain/files/rules';
+import { typeAccepted } from '../../domain/files/rules';
 import type { Field } from '../../domain/forms/types';
 
 function optionValues(field: Field): string[] {
@@ -134,43 +136,9 @@ export function safeRedirectUrl(url: string | null | undefined, base: string): s
   }
 }
 
-/** The default of a file-upload field's `config.maxSize` (CONTRACT §20). */
-export const UPLOAD_DEFAULT_MAX_SIZE = 10 * 1024 * 1024;
-
-export interface UploadLimits {
-  maxSize: number;
-  /** Lower-cased MIME types (`image/*` allowed) and extensions (`.pdf`); empty: any file. */
-  accept: string[];
-  maxFiles: number;
-}
-
-function positiveInteger(value: unknown, fallback: number): number {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : fallback;
-}
-
-/** What a file-upload field takes, from its config (the server checks the same again). */
-export function uploadLimits(field: Field): UploadLimits {
-  const accept: unknown = field.config.accept;
-  const list = typeof accept === 'string' ? accept.split(',') : Array.isArray(accept) ? accept : [];
-  return {
-    maxSize: positiveInteger(field.config.maxSize, UPLOAD_DEFAULT_MAX_SIZE),
-    accept: list.filter((item): item is string => typeof item === 'string' && item.trim() !== '').map((item) => item.trim().toLowerCase()),
-    maxFiles: positiveInteger(field.config.maxFiles, 1),
-  };
-}
-
 /** The type a file is declared with: the browser's guess, or the generic one when it has none. */
 export function declaredType(file: { type: string }): string {
   return file.type || 'application/octet-stream';
-}
-
-function fileAccepted(accept: string[], file: { name: string; type: string }): boolean {
-  if (!accept.length) return true;
-  const name = file.name.toLowerCase();
-  const type = declaredType(file).toLowerCase();
-  return accept.some((entry) => entry.startsWith('.')
-    ? name.endsWith(entry)
-    : entry === type || (entry.endsWith('/*') && type.startsWith(entry.slice(0, -1))));
 }
 
 const TYPE_WORDS: Record<string, string> = { 'image/*': 'images', 'video/*': 'videos', 'audio/*': 'audio files', 'text/*': 'text files' };
@@ -183,8 +151,8 @@ export function acceptedText(accept: string[]): string {
 }
 
 /** Why the field refuses a file before anything is sent, or null when it may be uploaded. */
-export function fileRefusal(limits: UploadLimits, file: { name: string; type: string; size: number }): string | null {
-  if (!fileAccepted(limits.accept, file)) {
+export function fileRefusal(limits: FileLimits, file: { name: string; type: string; size: number }): string | null {
+  if (!typeAccepted(limits.accept, file.name, declaredType(file))) {
     return `${file.name} can't be attached: this question accepts ${acceptedText(limits.accept)} only.`;
   }
   if (file.size > limits.maxSize) {
@@ -195,7 +163,7 @@ export function fileRefusal(limits: UploadLimits, file: { name: string; type: st
 }
 
 /** The line under a file input that says what it takes. */
-export function uploadHint(limits: UploadLimits): string {
+export function uploadHint(limits: FileLimits): string {
   const parts = [`Up to ${formatBytes(limits.maxSize)}${limits.maxFiles > 1 ? ' each' : ''}.`];
   if (limits.accept.length) parts.push(`Accepted: ${acceptedText(limits.accept)}.`);
   if (limits.maxFiles > 1) parts.push(`Up to ${limits.maxFiles} files.`);
