@@ -95,7 +95,7 @@ export async function receiveUpload(
   const em = deps.orm.em.fork();
   const upload = await findUpload(em, uploadId);
   if (!upload || upload.status === 'deleting') return { ok: false, status: 404, code: 'not_found', message: 'Upload not found' };
-  if (upload.status !== 'pending') return { ok: false, status: 409, code: 'conflict', message: 'This upload has been completed already' };
+  if (upload.status !== 'pending') return { ok: false, status: 409, code: 'upload_completed', message: 'This upload has been completed already' };
   if (declaredLength !== null && declaredLength > upload.size) {
     return { ok: false, status: 413, code: 'payload_too_large', message: `The upload was declared as ${upload.size} bytes` };
   }
@@ -119,7 +119,7 @@ export async function receiveUpload(
   }
   if (!(await markUploaded(em, uploadId, null))) {
     await received.discard();
-    return { ok: false, status: 409, code: 'conflict', message: 'This upload has been completed already' };
+    return { ok: false, status: 409, code: 'upload_completed', message: 'This upload has been completed already' };
   }
   try {
     await received.commit();
