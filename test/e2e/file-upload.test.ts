@@ -97,7 +97,9 @@ describe('file uploads on the hosted page (browser)', function () {
 
   it('uploads a 10 MB phone photo as soon as it is picked, with a progress bar, and the link gives back the same bytes', async () => {
     const photo = phonePhoto(10 * MB);
-    await page.goto(`${t.url}/f/${photoForm.id}`);
+    const response = await page.goto(`${t.url}/f/${photoForm.id}`);
+    // The page may send bytes where its uploads go: here the service's own upload URL (PUBLIC_URL).
+    expect(response!.headers()['content-security-policy']).to.include(`connect-src 'self' ${t.url};`);
     await page.locator('#fs-fld_name-input').fill('Ada Lovelace');
     await recordProgress();
     // A phone's uplink, so that the bar is seen moving (and photographed) on a loopback server.
@@ -180,6 +182,24 @@ describe('file uploads on the hosted page (browser)', function () {
     const { submissionId } = await (await submitted).json();
     const stored = (await readBack(photoForm, submissionId)).rawData.fld_photo;
     expect(stored).to.include({ name: 'dent.jpg', size: photo.length });
+    expect(sha256(await download(stored.url))).to.equal(sha256(photo));
+    expect(problems).to.deep.equal([]);
+  });
+
+  it('uploads from a page opened under another host name than PUBLIC_URL (CSP and CORS allow the upload URL)', async () => {
+    const otherName = t.url.replace('127.0.0.1', 'localhost');
+    const photo = phonePhoto(64 * 1024);
+    await page.goto(`${otherName}/f/${photoForm.id}`);
+    await page.locator('#fs-fld_name-input').fill('Katherine Johnson');
+    const put = page.waitForRequest((req) => req.method() === 'PUT');
+    await page.locator('#fs-fld_photo-input').setInputFiles({ name: 'bumper.jpg', mimeType: 'image/jpeg', buffer: photo });
+    expect(new URL((await put).url()).origin).to.equal(t.url);
+    await page.locator('.fs-upload[data-state="done"]').waitFor();
+    const submitted = submittedTo(photoForm);
+    await page.getByRole('button', { name: 'Send report' }).click();
+    await page.getByText('Thank you!').waitFor();
+    const { submissionId } = await (await submitted).json();
+    const stored = (await readBack(photoForm, submissionId)).rawData.fld_photo;
     expect(sha256(await download(stored.url))).to.equal(sha256(photo));
     expect(problems).to.deep.equal([]);
   });
