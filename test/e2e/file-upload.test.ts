@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { CHROMIUM_PATH, launchBrowser } from '../support/browser';
 import { download as fetchLink, fileServiceEnv } from '../support/files';
+import { startS3Server, type OwnS3 } from '../support/s3-server';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
@@ -298,5 +299,46 @@ describe('file uploads on the hosted page (browser)', function () {
     expect(sha256(await download(files[0].url))).to.equal(sha256(receipt));
     expect(sha256(await download(files[1].url))).to.equal(sha256(pdf));
     expect(problems.filter((p) => !p.includes('ERR_CONNECTION_RESET'))).to.deep.equal([]);
+  });
+
+  describe('with an S3-compatible store (s3rver on loopback)', () => {
+    let s3: OwnS3;
+    let s3App: TestApp;
+    let s3Tenant: TestTenant;
+    let s3Form: any;
+
+    before(async () => {
+      const env = await fileServiceEnv(storageDir);
+      s3 = await startS3Server('form-files', { corsOrigins: [env.PUBLIC_URL] });
+      s3App = await startTestApp({ ...env, ...s3.env });
+      s3Tenant = await createTenant(s3App.app);
+      s3Form = await createPublishedForm(s3App.url, s3Tenant.key, [
+        field('fld_photo', 'file-upload', 'Photo', { required: true, order: 0, config: { accept: ['image/*'] } }),
+      ], { title: 'Photo contest' });
+    });
+    after(async () => {
+      await s3App?.close();
+      await s3?.stop();
+    });
+
+    it('sends a 10 MB photo straight to the bucket with a presigned PUT, and the link gives back the same bytes', async () => {
+      const photo = phonePhoto(10 * MB);
+      const response = await page.goto(`${s3App.url}/f/${s3Form.id}`);
+      expect(response!.headers()['content-security-policy']).to.include(`connect-src 'self' ${s3.endpoint};`);
+      const put = page.waitForRequest((req) => req.method() === 'PUT');
+      await page.locator('#fs-fld_photo-input').setInputFiles({ name: 'sunset.jpg', mimeType: 'image/jpeg', buffer: photo });
+      expect((await put).url()).to.match(new RegExp(`^${s3.endpoint}/form-files/upl_\\w+\\?.*X-Amz-Signature=`));
+      await page.locator('.fs-upload[data-state="done"]').waitFor({ timeout: 30_000 });
+      await shot('7-s3-uploaded');
+      const submitted = page.waitForResponse((res) => res.url().endsWith(`/public/forms/${s3Form.id}`) && res.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Submit' }).click();
+      await page.getByText('Thank you!').waitFor();
+      const { submissionId } = await (await submitted).json();
+      const read = await call(s3App.url, 'GET', `/v1/submissions/${submissionId}`, { key: s3Tenant.key });
+      const stored = read.body.submission.rawData.fld_photo;
+      expect(stored).to.include({ name: 'sunset.jpg', type: 'image/jpeg', size: photo.length });
+      expect(sha256(await download(stored.url))).to.equal(sha256(photo));
+      expect(problems).to.deep.equal([]);
+    });
   });
 });
