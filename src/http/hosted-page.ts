@@ -113,8 +113,11 @@ export function stripeCspSources(stripeJsUrl: string): { script: string[]; frame
   return { script: [origin], frame: [origin], connect: [origin] };
 }
 
-/** `stripeJsUrl` only for a page that takes payments: other pages allow no Stripe origin. */
-export function hostedPageCsp(nonce: string, turnstileScriptUrl: string, stripeJsUrl: string | null = null): string {
+/**
+ * `stripeJsUrl` only for a page that takes payments: other pages allow no Stripe origin.
+ * `uploadOrigin` only for a page with a file-upload field: where its files' bytes are sent.
+ */
+export function hostedPageCsp(nonce: string, turnstileScriptUrl: string, stripeJsUrl: string | null = null, uploadOrigin: string | null = null): string {
   assertNonce(nonce);
   const turnstile = scriptSource(turnstileScriptUrl);
   const stripe = stripeJsUrl ? stripeCspSources(stripeJsUrl) : { script: [], frame: [], connect: [] };
@@ -124,7 +127,7 @@ export function hostedPageCsp(nonce: string, turnstileScriptUrl: string, stripeJ
     `script-src ${scripts.join(' ')}`,
     `style-src 'self' 'nonce-${nonce}'`,
     "img-src 'self' data: blob:",
-    `connect-src ${["'self'", ...stripe.connect].join(' ')}`,
+    `connect-src ${[...new Set(["'self'", ...stripe.connect, ...(uploadOrigin ? [uploadOrigin] : [])])].join(' ')}`,
     `frame-src ${[turnstile, ...stripe.frame].join(' ')}`,
     'frame-ancestors *',
     "form-action 'self'",

@@ -100,5 +100,10 @@ describe('payment rules', () => {
       expect(csp).to.not.include('stripe');
       expect(directive(csp, 'connect-src')).to.equal("connect-src 'self'");
     });
+
+    it('a page with a file-upload field may also connect where its files go', () => {
+      const csp = hostedPageCsp(NONCE, 'https://challenges.cloudflare.com/turnstile/v0/api.js', null, 'https://forms.s3.eu-west-1.amazonaws.com');
+      expect(directive(csp, 'connect-src')).to.equal("connect-src 'self' https://forms.s3.eu-west-1.amazonaws.com");
+    });
   });
 });

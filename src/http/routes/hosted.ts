@@ -43,8 +43,25 @@ function readAsset(app: AppContext, file: string): Buffer | null {
   }
 }
 
+/**
+ * The origin a page's uploads are sent to: the service's own upload URL (PUBLIC_URL) or the store's
+ * presigned URLs (an S3 endpoint, maybe with the bucket in the host name). Presigning is local work,
+ * so one URL is made to learn it rather than working out each store's addressing here.
+ */
+async function uploadOrigin(app: AppContext): Promise<string> {
+  const probe = `upl_${'0'.repeat(20)}`;
+  const target = await app.files.store.uploadTarget(probe, { type: 'application/octet-stream', size: 1 }, 60,
+    () => app.files.links.url('upload', probe, 60).url);
+  return new URL(target.url).origin;
+}
+
 export function registerHostedRoutes(server: Server, app: AppContext): void {
   const toPublicForm = publicFormBuilder(app);
+  let uploads: Promise<string> | null = null;
+  const uploadsGoTo = () => (uploads ??= uploadOrigin(app).catch((err) => {
+    uploads = null;
+    throw err;
+  }));
   const scriptUrl = app.config.turnstileScriptUrl;
   const clientKeyOf = publicClientKey(app);
   const { publicRateLimitGet } = app.config;
@@ -66,11 +83,12 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       const nonce = randomBytes(18).toString('base64');
       const publicForm = toPublicForm(form);
       const stripeJsUrl = publicForm.payments ? app.config.stripeJsUrl : null;
+      const takesFiles = publicForm.fields.some((field) => field.type === 'file-upload' && !field.hidden);
       const html = renderHostedPage({
         form: publicForm, assetBase: '', turnstileScriptUrl: scriptUrl, stripeJsUrl: stripeJsUrl ?? undefined, cspNonce: nonce,
       });
       sendText(res, 200, 'text/html; charset=utf-8', html, {
-        'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl, stripeJsUrl),
+        'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl, stripeJsUrl, takesFiles ? await uploadsGoTo() : null),
         'Cache-Control': 'no-store',
       });
     } catch (err) {

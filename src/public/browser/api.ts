@@ -1,5 +1,5 @@
 // Calls from the hosted page to the public runtime (same origin as the page).
-import { failureMessage, NETWORK_FAILURE } from './values';
+import { failureMessage, NETWORK_FAILURE, uploadFailureMessage } from './values';
 
 export type AnalyticsEvent = 'view' | 'start' | 'complete';
 
@@ -104,4 +104,85 @@ export async function createPaymentIntent(formId: string, fieldId: string): Prom
   const payload = answer && answer.response.status === 201 ? answer.payload : null;
   if (!payload || typeof payload.paymentIntentId !== 'string' || typeof payload.clientSecret !== 'string') return null;
   return { paymentIntentId: payload.paymentIntentId, clientSecret: payload.clientSecret };
+}
+
+/** Where the bytes of an upload go (CONTRACT §20): a presigned URL, or the service's own upload URL. */
+export interface UploadTicket {
+  uploadId: string;
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  expiresAt: string;
+}
+
+export interface UploadRequest {
+  fieldId: string;
+  name: string;
+  type: string;
+  size: number;
+}
+
+/** `refused`: the field does not take this file (asking again will not help); `failed`: try again. */
+export type TicketOutcome =
+  | { kind: 'ticket'; ticket: UploadTicket }
+  | { kind: 'refused'; message: string }
+  | { kind: 'failed'; message: string };
+
+function ticketOf(payload: any): UploadTicket | null {
+  if (!payload || typeof payload.uploadId !== 'string' || typeof payload.url !== 'string') return null;
+  const headers = payload.headers && typeof payload.headers === 'object' ? payload.headers as Record<string, string> : {};
+  return {
+    uploadId: payload.uploadId,
+    url: payload.url,
+    method: typeof payload.method === 'string' ? payload.method : 'PUT',
+    headers,
+    expiresAt: typeof payload.expiresAt === 'string' ? payload.expiresAt : '',
+  };
+}
+
+/** Asks the service where to send a file's bytes; the declared name, type and size are checked there. */
+export async function requestUpload(formId: string, upload: UploadRequest): Promise<TicketOutcome> {
+  const answer = await postJson(`${formPath(formId)}/uploads`, upload);
+  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  const { response, payload } = answer;
+  const ticket = response.status === 201 ? ticketOf(payload) : null;
+  if (ticket) return { kind: 'ticket', ticket };
+  if (response.status === 400 || response.status === 422) {
+    const onField = payload && payload.errors && typeof payload.errors[upload.fieldId] === 'string' ? payload.errors[upload.fieldId] : null;
+    const message = onField ?? (payload && typeof payload.message === 'string' ? payload.message : null);
+    if (!message) return { kind: 'refused', message: `${upload.name} can't be attached to this question.` };
+    return { kind: 'refused', message: message.includes(upload.name) ? message : `${upload.name}: ${message}` };
+  }
+  if (response.status === 404) return { kind: 'refused', message: failureMessage(404) };
+  return { kind: 'failed', message: uploadFailureMessage(response.status, response.headers.get('Retry-After')) };
+}
+
+export type SendOutcome = { kind: 'sent' } | { kind: 'failed'; status: number; message: string };
+
+export interface Sending {
+  done: Promise<SendOutcome>;
+  abort(): void;
+}
+
+/**
+ * Sends a file's bytes where its ticket says, with XMLHttpRequest: fetch cannot report upload
+ * progress. `progress` gets the bytes sent so far.
+ */
+export function sendUpload(ticket: UploadTicket, file: Blob, progress: (sent: number) => void): Sending {
+  const xhr = new XMLHttpRequest();
+  const done = new Promise<SendOutcome>((resolve) => {
+    const failed = (status: number): void => resolve({ kind: 'failed', status, message: uploadFailureMessage(status, xhr.getResponseHeader('Retry-After')) });
+    xhr.upload.addEventListener('progress', (event) => progress(event.loaded));
+    xhr.addEventListener('load', () => (xhr.status >= 200 && xhr.status < 300 ? resolve({ kind: 'sent' }) : failed(xhr.status)));
+    xhr.addEventListener('error', () => failed(0));
+    xhr.addEventListener('timeout', () => failed(0));
+    xhr.addEventListener('abort', () => failed(0));
+  });
+  xhr.open(ticket.method || 'PUT', ticket.url);
+  for (const [name, value] of Object.entries(ticket.headers)) {
+    // The browser sets these itself and refuses to be told.
+    if (!/^(?:content-length|host|connection)$/i.test(name)) xhr.setRequestHeader(name, String(value));
+  }
+  xhr.send(file);
+  return { done, abort: () => xhr.abort() };
 }

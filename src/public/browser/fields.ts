@@ -1,11 +1,11 @@
 // One accessible control per field type. Every control reports changes through FieldHooks and
 // exposes its value in the shape the server validates (the one validate.ts checks).
 import type { Field, FieldOption } from '../../domain/forms/types';
-import { FILE_MAX_SIZE } from '../../domain/submissions/validate';
 import { Child, domId, h, visuallyHidden } from './dom';
 import { ControlParts, describedBy, groupFrame, labelledFrame, requiredMark, helpText, errorSlot } from './frame';
 import { signatureControl } from './signature';
-import { formatAmount, formatBytes, isSplitName } from './values';
+import { uploadControl } from './uploads';
+import { formatAmount, isSplitName } from './values';
 
 export interface FieldHooks {
   /** The person changed the field's value. */
@@ -22,8 +22,11 @@ export interface FieldControl {
   setValue(value: unknown): void;
   setError(message: string | null): void;
   focus(): void;
-  /** Settles once no file is still being read. */
+  /** Settles once no file is still being uploaded. */
   settled(): Promise<void>;
+  /** See ControlParts. */
+  busy?(): boolean;
+  problem?(): string | null;
 }
 
 function fieldOptions(field: Field): FieldOption[] {
@@ -48,6 +51,8 @@ function finish(field: Field, parts: ControlParts, on: FieldHooks): FieldControl
     setValue: parts.setValue,
     focus: parts.focus,
     settled: parts.settled ?? (() => Promise.resolve()),
+    busy: parts.busy,
+    problem: parts.problem,
     setError(message) {
       if (error) error.textContent = message ?? '';
       element.classList.toggle('fs-invalid', !!message);
@@ -342,54 +347,6 @@ function nameControl(field: Field, on: FieldHooks): ControlParts {
   };
 }
 
-function fileControl(field: Field, on: FieldHooks): ControlParts {
-  const id = domId(field.id, 'input');
-  const accept = Array.isArray(field.config.accept) ? field.config.accept.join(',') : configText(field, 'accept');
-  const input = h('input', { id, type: 'file', class: 'fs-file', accept: accept || null, required: field.required, 'aria-describedby': describedBy(field, domId(field.id, 'file')) });
-  const info = h('p', { class: 'fs-file-info', id: domId(field.id, 'file'), 'aria-live': 'polite' }, `Maximum size ${formatBytes(FILE_MAX_SIZE)}.`);
-  const element = labelledFrame(field, id, input, info);
-  let value: unknown;
-  let reading: Promise<void> = Promise.resolve();
-
-  const refuse = (message: string): void => {
-    input.value = '';
-    value = undefined;
-    info.textContent = message;
-    on.changed(field);
-  };
-  const read = (file: File): Promise<void> => new Promise((resolve) => {
-    const reader = new FileReader();
-    reader.onload = () => {
-      value = { name: file.name, type: file.type || 'application/octet-stream', size: file.size, dataUrl: String(reader.result) };
-      info.textContent = `Selected: ${file.name} (${formatBytes(file.size)}).`;
-      resolve();
-    };
-    reader.onerror = () => {
-      refuse(`${file.name} could not be read. Please choose it again.`);
-      resolve();
-    };
-    reader.readAsDataURL(file);
-  });
-
-  input.addEventListener('change', () => {
-    const file = input.files && input.files[0];
-    if (!file) return refuse(`No file selected. Maximum size ${formatBytes(FILE_MAX_SIZE)}.`);
-    if (file.size > FILE_MAX_SIZE) {
-      return refuse(`${file.name} is ${formatBytes(file.size)}, larger than the ${formatBytes(FILE_MAX_SIZE)} limit. Please choose a smaller file.`);
-    }
-    info.textContent = `Reading ${file.name}…`;
-    reading = read(file).then(() => on.changed(field));
-  });
-  return {
-    element,
-    targets: () => [input],
-    value: () => value,
-    setValue: () => undefined,
-    focus: () => input.focus(),
-    settled: () => reading,
-  };
-}
-
 function paymentControl(field: Field, on: FieldHooks): ControlParts {
   const amount = formatAmount(field.config.amount, field.config.currency);
   const noteId = domId(field.id, 'note');
@@ -425,7 +382,13 @@ function hiddenControl(field: Field): FieldControl {
   };
 }
 
-function parts(field: Field, on: FieldHooks, headingLevel: 2 | 3): ControlParts {
+/** What a control may need to know of the page it is on. */
+export interface ControlContext {
+  formId: string;
+  headingLevel: 2 | 3;
+}
+
+function parts(field: Field, on: FieldHooks, context: ControlContext): ControlParts {
   switch (field.type) {
     case 'email':
       return textControl(field, on, { type: 'email', autocomplete: 'email', read: trimmed });
@@ -465,17 +428,17 @@ function parts(field: Field, on: FieldHooks, headingLevel: 2 | 3): ControlParts 
     case 'name':
       return nameControl(field, on);
     case 'file-upload':
-      return fileControl(field, on);
+      return uploadControl(field, on, context.formId);
     case 'payment':
       return paymentControl(field, on);
     case 'heading':
-      return headingControl(field, headingLevel);
+      return headingControl(field, context.headingLevel);
     default:
       return textControl(field, on, { type: 'text' });
   }
 }
 
-export function createControl(field: Field, on: FieldHooks, headingLevel: 2 | 3): FieldControl {
+export function createControl(field: Field, on: FieldHooks, context: ControlContext): FieldControl {
   if (field.hidden) return hiddenControl(field);
-  return finish(field, parts(field, on, headingLevel), on);
+  return finish(field, parts(field, on, context), on);
 }

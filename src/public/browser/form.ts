@@ -50,6 +50,7 @@ class HostedForm {
   private readonly progressFill: HTMLElement;
   private readonly progressText: HTMLElement;
   private readonly alert: HTMLElement;
+  private readonly status: HTMLElement;
   private readonly back: HTMLButtonElement;
   private readonly next: HTMLButtonElement;
   private readonly success: HTMLElement;
@@ -77,7 +78,7 @@ class HostedForm {
       for (const field of page.fields) {
         const control = field.type === 'payment' && this.payments && !field.hidden
           ? this.payments.createControl(field, hooks)
-          : createControl(field, hooks, multiPage ? 3 : 2);
+          : createControl(field, hooks, { formId: form.id, headingLevel: multiPage ? 3 : 2 });
         this.controls.set(field.id, control);
         if (control.element) section.appendChild(control.element);
       }
@@ -90,6 +91,7 @@ class HostedForm {
       this.progressFill);
     this.progress = h('div', { class: 'fs-progress', hidden: !multiPage }, this.progressText, this.progressBar);
     this.alert = h('div', { class: 'fs-alert', role: 'alert' });
+    this.status = h('p', { class: 'fs-status', role: 'status' });
     this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, 'Back');
     this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, 'Next');
     const challengeSlot = h('div', { class: 'fs-challenge' });
@@ -99,6 +101,7 @@ class HostedForm {
       ...this.pages.map((page) => page.section),
       challengeSlot,
       this.alert,
+      this.status,
       h('div', { class: 'fs-actions' }, this.back, this.next));
     this.success = h('div', { class: 'fs-success', role: 'status', tabindex: -1, hidden: true });
     this.card = h('div', { class: 'fs-card' },
@@ -155,8 +158,14 @@ class HostedForm {
   private problems(): Map<string, string> {
     const check = validateSubmission(this.structure, this.values());
     const problems = new Map<string, string>();
-    for (const field of check.missingRequired) problems.set(field.id, requiredMessage(field));
+    for (const field of check.missingRequired) {
+      if (!this.controls.get(field.id)?.busy?.()) problems.set(field.id, requiredMessage(field));
+    }
     for (const error of check.errors) problems.set(error.field, error.message);
+    for (const [id, control] of this.controls) {
+      const own = this.visible.has(id) ? control.problem?.() : null;
+      if (own) problems.set(id, own);
+    }
     return problems;
   }
 
@@ -261,7 +270,14 @@ class HostedForm {
   private async submit(): Promise<void> {
     this.setBusy(true);
     try {
-      await Promise.all([...this.controls.values()].map((control) => control.settled()));
+      const controls = [...this.controls.values()];
+      if (controls.some((control) => control.busy?.())) {
+        this.next.textContent = 'Finishing uploads…';
+        this.setStatus('Your answers will be sent as soon as your files have finished uploading.');
+      }
+      await Promise.all(controls.map((control) => control.settled()));
+      this.setStatus('');
+      this.next.textContent = 'Sending…';
       const problems = this.problems();
       const page = this.firstPageWithProblems(problems);
       if (page >= 0) {
@@ -292,6 +308,7 @@ class HostedForm {
       if (outcome.kind === 'field-errors') return this.showServerErrors(outcome.errors);
       this.setAlert(outcome.message);
     } finally {
+      this.setStatus('');
       this.setBusy(false);
       this.challenge?.reset();
     }
@@ -350,6 +367,11 @@ class HostedForm {
 
   private setAlert(message: string): void {
     this.alert.textContent = message;
+  }
+
+  /** Word of something under way (not a problem). */
+  private setStatus(message: string): void {
+    this.status.textContent = message;
   }
 }
 

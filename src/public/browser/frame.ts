@@ -12,6 +12,10 @@ export interface ControlParts {
   setValue(value: unknown): void;
   focus(): void;
   settled?: () => Promise<void>;
+  /** An answer is on its way (a file still uploading): the field is not reported as unanswered. */
+  busy?: () => boolean;
+  /** A problem only the control knows of (an upload that failed), or null. */
+  problem?: () => string | null;
 }
 
 export function describedBy(field: Field, ...extra: string[]): string {

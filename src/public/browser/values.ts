@@ -1,4 +1,6 @@
 // Pure rules of the hosted page: prefill parsing, submitter details, error wording.
+import type { FileLimits } from '../../domain/files/rules';
+import { typeAccepted } from '../../domain/files/rules';
 import type { Field } from '../../domain/forms/types';
 
 function optionValues(field: Field): string[] {
@@ -132,6 +134,48 @@ export function safeRedirectUrl(url: string | null | undefined, base: string): s
   } catch {
     return null;
   }
+}
+
+/** The type a file is declared with: the browser's guess, or the generic one when it has none. */
+export function declaredType(file: { type: string }): string {
+  return file.type || 'application/octet-stream';
+}
+
+const TYPE_WORDS: Record<string, string> = { 'image/*': 'images', 'video/*': 'videos', 'audio/*': 'audio files', 'text/*': 'text files' };
+
+/** The accepted types in words: `["image/*", ".pdf"]` is "images, PDF". */
+export function acceptedText(accept: string[]): string {
+  const words = accept.map((entry) => TYPE_WORDS[entry]
+    ?? (entry.startsWith('.') ? entry.slice(1) : entry.split('/').pop() ?? entry).toUpperCase());
+  return [...new Set(words)].join(', ');
+}
+
+/** Why the field refuses a file before anything is sent, or null when it may be uploaded. */
+export function fileRefusal(limits: FileLimits, file: { name: string; type: string; size: number }): string | null {
+  if (!typeAccepted(limits.accept, file.name, declaredType(file))) {
+    return `${file.name} can't be attached: this question accepts ${acceptedText(limits.accept)} only.`;
+  }
+  if (file.size > limits.maxSize) {
+    return `${file.name} is ${formatBytes(file.size)}, larger than the ${formatBytes(limits.maxSize)} limit. Please choose a smaller file.`;
+  }
+  if (file.size === 0) return `${file.name} is empty. Please choose another file.`;
+  return null;
+}
+
+/** The line under a file input that says what it takes. */
+export function uploadHint(limits: FileLimits): string {
+  const parts = [`Up to ${formatBytes(limits.maxSize)}${limits.maxFiles > 1 ? ' each' : ''}.`];
+  if (limits.accept.length) parts.push(`Accepted: ${acceptedText(limits.accept)}.`);
+  if (limits.maxFiles > 1) parts.push(`Up to ${limits.maxFiles} files.`);
+  return parts.join(' ');
+}
+
+/** What to tell a person whose upload failed with `status` (0: the server could not be reached). */
+export function uploadFailureMessage(status: number, retryAfter: string | null = null): string {
+  if (status === 0) return NETWORK_FAILURE;
+  if (status === 404) return failureMessage(404);
+  if (status === 429) return `Too many uploads right now. Please wait ${retryWait(retryAfter)} and try again.`;
+  return 'The upload did not go through. Please try again.';
 }
 
 export function formatBytes(bytes: number): string {
