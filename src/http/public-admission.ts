@@ -53,6 +53,7 @@ export function publicFormBuilder(app: AppContext): (form: CachedForm) => Public
   return (form) => buildPublicForm(form, {
     siteKey: app.config.turnstileSiteKey,
     publishableKey,
+    uploadMaxBytes: app.config.uploadMaxBytes,
     analyticsToken: issueAnalyticsToken(tokenKey, form.id),
   });
 }

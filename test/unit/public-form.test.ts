@@ -109,6 +109,20 @@ describe('buildPublicForm', () => {
     expect(json.pages[0]).to.include({ title: 'Page p1', order: 0, description: null, conditionalLogic: null });
   });
 
+  it('shows a file-upload field\'s maxSize as the limit uploads get: its own, the default, or UPLOAD_MAX_BYTES if lower', () => {
+    const files = cachedForm({ structure: { pages: [], fields: [
+      field('fld_small', 'file-upload', { config: { maxSize: 2_000_000 } }),
+      field('fld_huge', 'file-upload', { config: { maxSize: 500_000_000, accept: ['image/*'] } }),
+      field('fld_default', 'file-upload'),
+      field('fld_text', 'text', { config: { maxLength: 10 } }),
+    ] } });
+    const sizes = buildPublicForm(files, { ...OPTIONS, uploadMaxBytes: 26_214_400 }).fields.map((f) => f.config.maxSize);
+    expect(sizes).to.deep.equal([2_000_000, 26_214_400, 10 * 1024 * 1024, undefined]);
+    expect(buildPublicForm(files, { ...OPTIONS, uploadMaxBytes: 1_000_000 }).fields.map((f) => f.config.maxSize))
+      .to.deep.equal([1_000_000, 1_000_000, 1_000_000, undefined]);
+    expect(files.structure.fields[1].config.maxSize, 'the cached form is left alone').to.equal(500_000_000);
+  });
+
   it('answers null for a missing description', () => {
     expect(buildPublicForm(cachedForm({ description: null }), OPTIONS).description).to.equal(null);
   });

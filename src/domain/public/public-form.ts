@@ -6,6 +6,7 @@ import type { CachedForm } from '../forms/form-cache';
 import type { Field, Page } from '../forms/types';
 import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
 import { isPlainObject } from '../../lib/objects';
+import { fileLimits } from '../files/rules';
 
 /**
  * Field config keys the hosted page reads to render a field and the shared validator reads to check
@@ -27,6 +28,8 @@ export interface PublicFormOptions {
   analyticsToken: string;
   /** STRIPE_PUBLISHABLE_KEY when payments are enabled (both Stripe keys set); null otherwise. */
   publishableKey?: string | null;
+  /** UPLOAD_MAX_BYTES: a file-upload field's maxSize is shown as the limit uploads really get. */
+  uploadMaxBytes?: number;
 }
 
 type Settings = Record<string, unknown>;
@@ -100,7 +103,14 @@ function publicPage(page: Page, fields: Field[]): PublicPage {
 
 export function buildPublicForm(form: CachedForm, options: PublicFormOptions): PublicFormJson {
   const settings: Settings = isPlainObject(form.settings) ? form.settings : {};
-  const fields = form.structure.fields.map(publicField);
+  const fields = form.structure.fields.map((source) => {
+    const field = publicField(source);
+    // The page names the limit before anything is sent: the field's own, or the server's if lower (or unset).
+    if (field.type === 'file-upload' && options.uploadMaxBytes) {
+      field.config = { ...field.config, maxSize: fileLimits(source, options.uploadMaxBytes).maxSize };
+    }
+    return field;
+  });
   return {
     id: form.id,
     title: form.title,
