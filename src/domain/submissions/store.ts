@@ -212,7 +212,7 @@ with items as (
   select c.seq, c.kind, c.id, ''::text as scope from jsonb_to_recordset($4::jsonb) as c(seq int, kind text, id text)
   union all
   select i.seq, 'idempotency', i.idem_key, i.org from items i where i.idem_key is not null and i.idem_token is null
-), groups as (
+), groups as materialized (
   select g.org, g.form, g.form_updated, g.month,
          ${organizationQuotaSql('$2::jsonb')} as quota,
          exists (select from forms f
@@ -239,11 +239,12 @@ with items as (
     join item_claims b on b.kind = a.kind and b.scope = a.scope and b.id = a.id and b.seq > a.seq
     join decided d on d.seq = a.seq and d.eligible
 ), ranked as (
-  select d.seq, d.org, d.month, d.quota, row_number() over (partition by d.org, d.month order by d.seq) as k
-    from decided d where d.eligible and not exists (select from deferred x where x.seq = d.seq)
+  select r.*, row_number() over (partition by r.org, r.month, r.candidate order by r.seq) as k from (
+    select d.*, x.deferred, d.eligible and not x.deferred as candidate from decided d,
+           lateral (select exists (select from deferred x where x.seq = d.seq) as deferred) x) r
 ), wanted as (
-  select org, month, quota, count(*)::int as n from ranked group by org, month, quota
-), slots_seen as (
+  select org, month, quota, count(*)::int as n from ranked where candidate group by org, month, quota
+), slots_seen as materialized (
   select w.org, w.month, count(s.slot) > 0 and coalesce(bool_and(s.split_quota is not distinct from w.quota), false) as ready,
          coalesce(sum(s.allowance - s.used) filter (where s.split_quota is not distinct from w.quota), 0)::int as room
     from wanted w left join usage_counter_slots s on s.organization_id = w.org and s.month = w.month
@@ -265,14 +266,14 @@ with items as (
        limit w.n
          for update of s) s
 ), fitting as (
-  select r.seq, r.org, r.month from ranked r
-   where r.k <= (select coalesce(sum(l.room), 0) from locked l where l.org = r.org and l.month = r.month)
+  select r.*, r.candidate and r.k <= (select coalesce(sum(l.room), 0) from locked l where l.org = r.org and l.month = r.month) as fits
+    from ranked r
 ), taken as (
   select c.seq, min(${claimRankSql('c.kind')}) as rank from item_claims c join fitting f using (seq)
-   where ${claimTakenSql()}
+   where f.fits and (${claimTakenSql()})
    group by c.seq
 ), tried as (
-  select f.seq, f.org, f.month from fitting f where not exists (select from taken t where t.seq = f.seq)
+  select f.seq from fitting f where f.fits and not exists (select from taken t where t.seq = f.seq)
 ), ${claimInsertsSql()}, claimed_idempotency as (
   insert into idempotency_keys (organization_id, key, request_hash, response_status, response_body)
   select i.org, i.idem_key, i.idem_hash, 201, i.idem_body from items i join tried t using (seq)
@@ -289,10 +290,12 @@ with items as (
 ), needed as (
   select c.seq, count(*)::int as n from item_claims c group by c.seq
 ), outcome as (
-  select t.seq, t.org, t.month, coalesce(g.n, 0) as got, coalesce(nd.n, 0) as need
-    from tried t left join got g using (seq) left join needed nd using (seq)
+  select o.*, o.tried and o.got = o.need as stored from (
+    select f.*, t.rank as taken_rank, f.fits and t.seq is null as tried,
+           case when f.fits and t.seq is null then coalesce(g.n, 0) else 0 end as got, coalesce(nd.n, 0) as need
+      from fitting f left join taken t using (seq) left join got g using (seq) left join needed nd using (seq)) o
 ), stored as (
-  select o.seq, o.org, o.month from outcome o where o.got = o.need
+  select o.seq, o.org, o.month, o.hooks from outcome o where o.stored
 ), counted as (
   update usage_counter_slots u set used = u.used + x.take
     from (select l.org, l.month, l.slot, least(l.room, m.n - (l.upto - l.room)) as take
@@ -314,7 +317,7 @@ with items as (
 ), delivery as (
   insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
   select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now()
-    from items i join stored s using (seq) join decided d using (seq), unnest(d.hooks) with ordinality as h(id, n)
+    from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)
    order by i.seq, h.n
   returning 1
 ), sync as (
@@ -326,28 +329,25 @@ with items as (
 ), ${recordChangesSql('created_change', 'submission.created',
   'select i.org as organization_id, i.form as form_id, i.id as submission_id, i.created as occurred_at, i.seq from items i join stored s using (seq)')
 }, settled as (
-  select case when exists (select from outcome o where o.got > 0 and o.got < o.need)
+  select case when exists (select from outcome o where o.tried and o.got > 0 and o.got < o.need)
                 or (select coalesce(sum(take), 0) from counted) <> (select count(*) from stored)
                 or (select count(*) from sub) <> (select count(*) from stored)
-              then ('${CLAIMS_SPLIT}: ' || (select count(*) from outcome o where o.got > 0 and o.got < o.need))::int
+              then ('${CLAIMS_SPLIT}: ' || (select count(*) from outcome o where o.tried and o.got > 0 and o.got < o.need))::int
               else 0 end as failed
 )
-select d.seq, d.form_ok::int as form_ok, d.idem_held::int as idem_held, d.listeners_ok::int as listeners_ok,
-       cardinality(d.hooks) as webhooks,
-       (exists (select from deferred x where x.seq = d.seq))::int as deferred,
-       (exists (select from fitting f where f.seq = d.seq))::int as quota_ok,
-       coalesce((select (${CLAIM_ORDER_SQL})[t.rank] from taken t where t.seq = d.seq),
-                (select c.kind from outcome o join item_claims c using (seq)
-                  where o.seq = d.seq and o.got < o.need order by ${claimRankSql('c.kind')} limit 1)) as taken,
-       (exists (select from stored s where s.seq = d.seq))::int as stored,
-       coalesce((select o.got from outcome o where o.seq = d.seq), 0) as claimed,
+select o.seq, o.form_ok::int as form_ok, o.idem_held::int as idem_held, o.listeners_ok::int as listeners_ok,
+       cardinality(o.hooks) as webhooks, o.deferred::int as deferred, o.fits::int as quota_ok,
+       coalesce((${CLAIM_ORDER_SQL})[o.taken_rank],
+                case when o.tried and o.got < o.need then
+                  (select c.kind from item_claims c where c.seq = o.seq order by ${claimRankSql('c.kind')} limit 1) end) as taken,
+       o.stored::int as stored, o.got as claimed,
        (exists (select from claimed_idempotency c join items i on i.org = c.organization_id and i.idem_key = c.key
-                 where i.seq = d.seq and i.idem_token is null))::int as idem,
+                 where i.seq = o.seq and i.idem_token is null))::int as idem,
        v.ready as slots_ready,
-       v.room - coalesce((select sum(c.take) from counted c where c.org = d.org and c.month = d.month), 0)::int as slots_room
-  from decided d left join slots_seen v using (org, month), settled
+       v.room - coalesce((select sum(c.take) from counted c where c.org = o.org and c.month = o.month), 0)::int as slots_room
+  from outcome o left join slots_seen v using (org, month), settled
  where settled.failed = 0
- order by d.seq`;
+ order by o.seq`;
 
 /** A row as an item of the storing statement (jsonb_to_recordset reads the columns it names). */
 export function storingItem(row: SubmissionRow, seq: number) {
