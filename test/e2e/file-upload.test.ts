@@ -247,6 +247,34 @@ describe('file uploads on the hosted page (browser)', function () {
     expect(await item.getByRole('button', { name: 'Retry uploading receipt.png' }).isVisible()).to.equal(false);
   });
 
+  it('gives up an upload that stops moving, with Retry, instead of showing its progress for ever', async () => {
+    const receipt = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), randomBytes(64 * 1024)]);
+    // The page's timers run on a clock the test moves: the stall limit passes without waiting for it.
+    await page.clock.install();
+    let puts = 0;
+    await page.route((url) => url.pathname.startsWith('/uploads/'), async (route) => {
+      if (route.request().method() !== 'PUT') return route.continue();
+      puts++;
+      // The first PUT never gets an answer (a connection that died quietly); the next goes through.
+      return puts === 1 ? undefined : route.continue();
+    });
+    await page.goto(`${t.url}/f/${documentsForm.id}`);
+    await page.locator('#fs-fld_docs-input').setInputFiles({ name: 'receipt.png', mimeType: 'image/png', buffer: receipt });
+    await page.locator('.fs-upload[data-state="uploading"]').waitFor();
+    for (let i = 0; puts === 0 && i < 200; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(puts, 'the PUT reached the network').to.equal(1);
+    await page.clock.fastForward(29_000);
+    expect(await page.locator('.fs-upload').getAttribute('data-state'), 'still within the stall limit').to.equal('uploading');
+    await page.clock.fastForward(2_000);
+    const failed = page.locator('.fs-upload[data-state="failed"]');
+    await failed.waitFor();
+    expect(await failed.locator('.fs-upload-message').textContent())
+      .to.equal('Not uploaded. The upload stopped moving. Please check your connection and try again.');
+    await failed.getByRole('button', { name: 'Retry uploading receipt.png' }).click();
+    await page.locator('.fs-upload[data-state="done"]').waitFor();
+    expect(puts).to.equal(2);
+  });
+
   it('offers Retry when an upload fails, and the retried upload is the one stored', async () => {
     const receipt = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), randomBytes(300 * 1024)]);
     const pdf = Buffer.concat([Buffer.from('%PDF-1.7\n'), randomBytes(200 * 1024)]);

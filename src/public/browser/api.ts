@@ -1,5 +1,5 @@
 // Calls from the hosted page to the public runtime (same origin as the page).
-import { failureMessage, NETWORK_FAILURE, uploadFailureMessage } from './values';
+import { failureMessage, NETWORK_FAILURE, UPLOAD_STALLED, uploadFailureMessage } from './values';
 
 export type AnalyticsEvent = 'view' | 'start' | 'complete';
 
@@ -165,18 +165,32 @@ export interface Sending {
 }
 
 /**
+ * An upload that sends no byte and gets no answer for this long has stalled (a connection that died
+ * without a reset, a phone between networks): it is given up, with Retry, rather than sitting at
+ * "Uploading… n%" for ever. A time limit on the whole upload would fail big files on slow links.
+ */
+export const UPLOAD_STALL_MS = 30_000;
+
+/**
  * Sends a file's bytes where its ticket says, with XMLHttpRequest: fetch cannot report upload
  * progress. `progress` gets the bytes sent so far.
  */
 export function sendUpload(ticket: UploadTicket, file: Blob, progress: (sent: number) => void): Sending {
   const xhr = new XMLHttpRequest();
+  let stalled = false;
+  let stallTimer: ReturnType<typeof setTimeout> | undefined;
+  const watch = (): void => {
+    clearTimeout(stallTimer);
+    stallTimer = setTimeout(() => { stalled = true; xhr.abort(); }, UPLOAD_STALL_MS);
+  };
   const done = new Promise<SendOutcome>((resolve) => {
-    const failed = (status: number): void => resolve({ kind: 'failed', status, message: uploadFailureMessage(status, xhr.getResponseHeader('Retry-After')) });
-    xhr.upload.addEventListener('progress', (event) => progress(event.loaded));
-    xhr.addEventListener('load', () => (xhr.status >= 200 && xhr.status < 300 ? resolve({ kind: 'sent' }) : failed(xhr.status)));
+    const settle = (outcome: SendOutcome): void => { clearTimeout(stallTimer); resolve(outcome); };
+    const failed = (status: number): void => settle({ kind: 'failed', status, message: uploadFailureMessage(status, xhr.getResponseHeader('Retry-After')) });
+    xhr.upload.addEventListener('progress', (event) => { watch(); progress(event.loaded); });
+    xhr.addEventListener('load', () => (xhr.status >= 200 && xhr.status < 300 ? settle({ kind: 'sent' }) : failed(xhr.status)));
     xhr.addEventListener('error', () => failed(0));
     xhr.addEventListener('timeout', () => failed(0));
-    xhr.addEventListener('abort', () => failed(0));
+    xhr.addEventListener('abort', () => (stalled ? settle({ kind: 'failed', status: 0, message: UPLOAD_STALLED }) : failed(0)));
   });
   xhr.open(ticket.method || 'PUT', ticket.url);
   for (const [name, value] of Object.entries(ticket.headers)) {
@@ -184,5 +198,6 @@ export function sendUpload(ticket: UploadTicket, file: Blob, progress: (sent: nu
     if (!/^(?:content-length|host|connection)$/i.test(name)) xhr.setRequestHeader(name, String(value));
   }
   xhr.send(file);
+  watch();
   return { done, abort: () => xhr.abort() };
 }
