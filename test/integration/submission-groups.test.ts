@@ -1,6 +1,10 @@
 import { expect } from 'chai';
+import { Client } from 'pg';
 import { createdFanout } from '../../src/domain/submissions/fanout';
-import { claimIdempotencyKey, MAX_GROUP, type InsertOutcome, type SubmissionRow } from '../../src/domain/submissions/store';
+import {
+  claimIdempotencyKey, claimsNothing, MAX_GROUP, STORE_PLAIN_SUBMISSIONS_SQL, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, storingStatement,
+  type InsertOutcome, type ItemAnswer, type SubmissionRow,
+} from '../../src/domain/submissions/store';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';
 import { metrics } from '../../src/lib/metrics';
@@ -150,6 +154,98 @@ describe('submissions stored together', () => {
     expect(settled.filter((s) => s.status === 'fulfilled').map((s: any) => s.value.kind)).to.deep.equal(['created', 'created']);
     expect(await count('select count(*)::int as n from submissions where organization_id = ?', [tenant.organizationId])).to.equal(3);
     expect(await count('select used as n from usage_counters where organization_id = ? and month = ?', [tenant.organizationId, month])).to.equal(3);
+  });
+
+  it('stores rows that claim nothing the same through the plain statement as through the full one', async () => {
+    const a = await tenantWithForm();
+    const b = await tenantWithForm();
+    const hooked = await tenantWithForm();
+    const nearlyFull = await tenantWithForm(20); // 16 slots: four of 2, twelve of 1
+    const unsplit = await tenantWithForm(); // its month's slots not split yet
+    for (const { tenant, form } of [a, b, hooked, nearlyFull]) {
+      expect((await t.app.submissionWriter.store(rowFor(tenant, form, 'first'))).kind).to.equal('created');
+    }
+    const hook = await call(t.url, 'POST', '/v1/webhooks', {
+      key: hooked.tenant.key, body: { name: 'hook', url: 'http://127.0.0.1:9/hook', events: ['submission.created'] },
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    // Room for two left, in two slots: a statement that does not wait for the slots counts in one of them only.
+    await query('update usage_counter_slots set used = allowance where organization_id = ? and month = ?', [nearlyFull.tenant.organizationId, month]);
+    await query('update usage_counter_slots set used = allowance - 1 where organization_id = ? and month = ? and slot in (3, 9)',
+      [nearlyFull.tenant.organizationId, month]);
+
+    const stale = rowFor(a.tenant, { id: a.form.id, updatedAt: new Date(a.form.updatedAt.getTime() - 1000) }, 'stale');
+    const unheard = rowFor(hooked.tenant, hooked.form, 'no deliveries brought');
+    const heard = rowFor(hooked.tenant, hooked.form, 'a delivery brought');
+    heard.fanout = createdFanout(hooked.form, heard, 1);
+    heard.fanout.syncs = [{ id: newId('crm'), index: 0, integrationId: 'int_1', provider: 'hubspot' }];
+    const synced = rowFor(b.tenant, b.form, 'a sync only');
+    synced.fanout = { event: null, deliveryIds: [], syncs: [{ id: newId('crm'), index: 0, integrationId: 'int_2', provider: 'hubspot' }] };
+    const held = rowFor(b.tenant, b.form, 'its claimed key');
+    const claim = await claimIdempotencyKey(t.app.orm.em.fork(), b.tenant.organizationId, 'k-plain', 'h');
+    held.idempotency = { key: 'k-plain', requestHash: 'h', responseBody: { submission: { id: held.id } }, claimToken: (claim as any).token };
+    const lost = rowFor(b.tenant, b.form, 'lost');
+    lost.idempotency = { key: 'k-plain-lost', requestHash: 'h', responseBody: {}, claimToken: 'not-the-token' };
+    const mixed = [
+      rowFor(a.tenant, a.form, 'a1'), rowFor(b.tenant, b.form, 'b1'), stale, unheard, heard, synced, held, lost,
+      rowFor(unsplit.tenant, unsplit.form, 'u1'), rowFor(a.tenant, a.form, 'a2'),
+      ...Array.from({ length: 3 }, (_, i) => rowFor(nearlyFull.tenant, nearlyFull.form, `q${i}`)),
+    ];
+    const quota = Array.from({ length: 3 }, (_, i) => rowFor(nearlyFull.tenant, nearlyFull.form, `d${i}`));
+    const groups: Array<{ rows: SubmissionRow[]; decisive: boolean }> = [
+      { rows: mixed, decisive: false }, { rows: quota, decisive: false }, { rows: quota, decisive: true }, { rows: [mixed[0]], decisive: false },
+    ];
+    const orgs = [a, b, hooked, nearlyFull, unsplit].map((x) => x.tenant.organizationId);
+
+    const client = new Client({ connectionString: process.env.DATABASE_URL });
+    await client.connect();
+    try {
+      /** The statement's answers and what it wrote, in a transaction rolled back. */
+      const run = async (text: string, rows: SubmissionRow[], decisive: boolean, claims: boolean) => {
+        await client.query('begin');
+        try {
+          const answers: ItemAnswer[] = (await client.query(text, storeSubmissionsValues(rows, decisive, claims))).rows;
+          const written = async (sql: string) => (await client.query(sql, [orgs])).rows;
+          return {
+            answers,
+            submissions: await written('select id, organization_id, form_id, data from submissions where organization_id = any($1) order by id'),
+            slots: await written('select organization_id, slot, used from usage_counter_slots where organization_id = any($1) order by organization_id, slot'),
+            deliveries: await written('select id, webhook_id, event_id, payload from webhook_deliveries where organization_id = any($1) order by id'),
+            syncs: await written('select id, submission_id, integration_id from crm_syncs where organization_id = any($1) order by id'),
+            changes: await written('select submission_id from submission_changes where organization_id = any($1) order by position'),
+            keys: await written('select organization_id, key, response_status, response_body, claim_token from idempotency_keys where organization_id = any($1) order by key'),
+          };
+        } finally {
+          await client.query('rollback');
+        }
+      };
+      const seen: ItemAnswer[] = [];
+      for (const { rows, decisive } of groups) {
+        expect(claimsNothing(rows)).to.equal(true);
+        expect(storingStatement(rows, decisive).name).to.equal('store_submissions_plain');
+        const full = await run(STORE_SUBMISSIONS_SQL, rows, decisive, true);
+        const plain = await run(STORE_PLAIN_SUBMISSIONS_SQL, rows, decisive, false);
+        expect(plain, `${rows.length} rows, decisive ${decisive}`).to.deep.equal(full);
+        seen.push(...full.answers);
+      }
+      // The groups went through every answer the plain statement gives.
+      expect(seen.some((x) => x.stored && x.webhooks === 1)).to.equal(true);
+      expect(seen.some((x) => !x.form_ok)).to.equal(true);
+      expect(seen.some((x) => !x.idem_held)).to.equal(true);
+      expect(seen.some((x) => !x.listeners_ok)).to.equal(true);
+      expect(seen.some((x) => !x.quota_ok && x.slots_ready === false)).to.equal(true);
+      expect(seen.some((x) => !x.quota_ok && x.slots_ready && x.slots_room === 1)).to.equal(true);
+      expect(seen.some((x) => !x.quota_ok && x.slots_ready && x.slots_room === 0)).to.equal(true);
+    } finally {
+      await client.end();
+    }
+    // A row with a claim, or with an idempotency record of its own (a batch item's), takes the full statement.
+    const paid = { ...rowFor(a.tenant, a.form, 'paid'), claims: [{ kind: 'payment' as const, id: 'pi_1' }] };
+    const batchItem = { ...rowFor(a.tenant, a.form, 'item'), idempotency: { key: 'k:0', requestHash: 'h', responseBody: {} } };
+    for (const rows of [[paid], [batchItem], [mixed[0], batchItem]]) {
+      expect(claimsNothing(rows)).to.equal(false);
+      expect(storingStatement(rows, false)).to.deep.include({ name: 'store_submissions', text: STORE_SUBMISSIONS_SQL });
+    }
   });
 
   it('answers concurrent requests of one organization through the API, all stored and counted', async () => {
