@@ -145,9 +145,10 @@ export class RateLimiter {
       }
       const size = leaseSize(limit, lease?.highest ?? 0);
       if (size === 1 && !lease?.refill) {
+        // Reserved alone. Without a lease the limit is too small for one ever (leaseSize(limit, 0)
+        // is 1): nothing is kept for its bucket, which a public limit has one of per client.
         const count = await this.reservations.call({ key, amount: 1, ttlMs: windowMs + 1000 });
         if (lease) lease.highest = Math.max(lease.highest, count);
-        else this.leases.set(key, Object.assign(new Lease(windowEnd), { highest: count }));
         return count;
       }
       if (!lease) this.leases.set(key, (lease = new Lease(windowEnd)));
