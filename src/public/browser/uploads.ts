@@ -65,7 +65,7 @@ function entryView(field: Field, file: File): EntryView {
 }
 
 export function uploadControl(field: Field, on: FieldHooks, formId: string): ControlParts {
-  // UPLOAD_MAX_BYTES is the service's to apply: a field's own limits are what the page can know.
+  // The public form's maxSize is already capped by UPLOAD_MAX_BYTES (buildPublicForm): no cap of its own here.
   const limits = fileLimits(field, Number.MAX_SAFE_INTEGER);
   const id = domId(field.id, 'input');
   const hintId = domId(field.id, 'file');
