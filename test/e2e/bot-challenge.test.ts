@@ -1,13 +1,11 @@
 import { expect } from 'chai';
-import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
-import { CHROMIUM_PATH, launchBrowser } from '../support/browser';
+import { launchBrowser, requireChromium, SCREENSHOTS } from '../support/browser';
 import { startLoopbackServer, type LoopbackServer } from '../support/fakes/http-server';
 import { startFakeTurnstile, type FakeTurnstile } from '../support/fakes/turnstile';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
-const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
 const PASS_SECRET = '1x0000000000000000000000000000000AA';
 const STUB_TOKEN = 'stub-turnstile-token-0123456789';
 
@@ -46,11 +44,7 @@ describe('hosted page with the bot challenge (browser)', function () {
   let form: any;
 
   before(async function () {
-    if (!existsSync(CHROMIUM_PATH)) {
-      console.warn(`    skipping the browser tests: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`);
-      this.skip();
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
+    requireChromium(this);
     scriptHost = await startLoopbackServer((_req, res) => {
       res.writeHead(200, { 'Content-Type': 'text/javascript' });
       res.end(STUB_SCRIPT);

@@ -1,16 +1,14 @@
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { CHROMIUM_PATH, launchBrowser } from '../support/browser';
+import { launchBrowser, openPhonePage, requireChromium, SCREENSHOTS } from '../support/browser';
 import { download as fetchLink, fileServiceEnv } from '../support/files';
 import { startS3Server, type OwnS3 } from '../support/s3-server';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
-const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
-const PHONE = { width: 390, height: 844 };
 const MB = 1024 * 1024;
 
 /** A phone photo as far as anyone checks: a JPEG/JFIF header, then the camera's noise. */
@@ -35,11 +33,7 @@ describe('file uploads on the hosted page (browser)', function () {
   let problems: string[];
 
   before(async function () {
-    if (!existsSync(CHROMIUM_PATH)) {
-      console.warn(`    skipping the browser tests: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`);
-      this.skip();
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
+    requireChromium(this);
     storageDir = mkdtempSync(path.join(tmpdir(), 'fs-e2e-files-'));
     t = await startTestApp(await fileServiceEnv(storageDir, { FILE_STORAGE: 'local' }));
     tenant = await createTenant(t.app);
@@ -61,11 +55,7 @@ describe('file uploads on the hosted page (browser)', function () {
     if (storageDir) rmSync(storageDir, { recursive: true, force: true });
   });
   beforeEach(async () => {
-    context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
-    page = await context.newPage();
-    problems = [];
-    page.on('pageerror', (error) => problems.push(error.message));
-    page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
+    ({ context, page, problems } = await openPhonePage(browser));
   });
   afterEach(async () => context?.close());
 

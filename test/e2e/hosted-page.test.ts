@@ -1,12 +1,9 @@
 import { expect } from 'chai';
-import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { CHROMIUM_PATH, launchBrowser } from '../support/browser';
+import { launchBrowser, requireChromium, SCREENSHOTS } from '../support/browser';
 import { startLoopbackServer, type LoopbackServer } from '../support/fakes/http-server';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
-
-const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
 
 const showWhen = (fieldId: string, value: unknown) => ({ show: true, logic: 'all', rules: [{ fieldId, operator: 'equals', value }] });
 
@@ -53,11 +50,7 @@ describe('hosted page (browser)', function () {
   let pageErrors: string[];
 
   before(async function () {
-    if (!existsSync(CHROMIUM_PATH)) {
-      console.warn(`    skipping the browser tests: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`);
-      this.skip();
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
+    requireChromium(this);
     t = await startTestApp();
     tenant = await createTenant(t.app);
     form = await createPublishedForm(t.url, tenant.key, twoPageForm.fields, twoPageForm);

@@ -1,14 +1,10 @@
 import { expect } from 'chai';
-import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, FrameLocator, Page } from 'playwright-core';
-import { CHROMIUM_PATH, launchBrowser } from '../support/browser';
+import { launchBrowser, openPhonePage, requireChromium, SCREENSHOTS } from '../support/browser';
 import { startLoopbackServer, type LoopbackServer } from '../support/fakes/http-server';
 import { startFakeStripe, TEST_CARDS, type FakeStripe } from '../support/fakes/stripe';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
-
-const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
-const PHONE = { width: 390, height: 844 };
 
 describe('paying on the hosted page with Stripe\'s Payment Element (browser)', function () {
   this.timeout(60_000);
@@ -22,11 +18,7 @@ describe('paying on the hosted page with Stripe\'s Payment Element (browser)', f
   let problems: string[];
 
   before(async function () {
-    if (!existsSync(CHROMIUM_PATH)) {
-      console.warn(`    skipping the browser tests: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`);
-      this.skip();
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
+    requireChromium(this);
     stripe = await startFakeStripe();
     t = await startTestApp({
       STRIPE_API_BASE: stripe.url, STRIPE_SECRET_KEY: stripe.secretKey, STRIPE_PUBLISHABLE_KEY: stripe.publishableKey,
@@ -45,11 +37,7 @@ describe('paying on the hosted page with Stripe\'s Payment Element (browser)', f
     await stripe?.close();
   });
   beforeEach(async () => {
-    context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
-    page = await context.newPage();
-    problems = [];
-    page.on('pageerror', (error) => problems.push(error.message));
-    page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
+    ({ context, page, problems } = await openPhonePage(browser));
     page.on('response', (res) => { if (res.status() === 401) problems.push(`401 from ${res.url()}`); });
   });
   afterEach(async () => context?.close());

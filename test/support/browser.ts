@@ -1,5 +1,7 @@
 // The browser for e2e tests: Debian's Chromium, never one downloaded by Playwright.
-import { Browser, chromium } from 'playwright-core';
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 
 export const CHROMIUM_PATH = '/usr/bin/chromium';
 
@@ -14,4 +16,32 @@ export const CHROMIUM_ARGS = [
 
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
+}
+
+/** Where the browser tests leave their screenshots (test-artifacts/ at the top of the repo). */
+export const SCREENSHOTS = path.resolve(__dirname, '../../../test-artifacts/screenshots');
+
+/** A phone's viewport, as the hosted page is mostly filled in on one. */
+export const PHONE = { width: 390, height: 844 };
+
+/**
+ * In a suite's `before`: skips the suite, saying how to install it, where Debian's Chromium is
+ * missing; otherwise makes sure the screenshot folder exists.
+ */
+export function requireChromium(suite: Mocha.Context): void {
+  if (!existsSync(CHROMIUM_PATH)) {
+    console.warn(`    skipping the browser tests: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`);
+    suite.skip();
+  }
+  mkdirSync(SCREENSHOTS, { recursive: true });
+}
+
+/** A phone-sized page of its own context; its console errors and uncaught exceptions are collected in `problems`. */
+export async function openPhonePage(browser: Browser): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  const context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(error.message));
+  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
+  return { context, page, problems };
 }
