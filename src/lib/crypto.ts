@@ -1,11 +1,29 @@
 import * as crypto from 'node:crypto';
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** Node's one-shot digest (20.12 and later) skips the Hash object: every API request hashes its key. */
 const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
 
 export function sha256Hex(value: string): string {
   return oneShotHash ? oneShotHash('sha256', value, 'hex') : createHash('sha256').update(value).digest('hex');
+}
+
+export function hmacSha256(key: Buffer, data: string): Buffer {
+  return createHmac('sha256', key).update(data).digest();
+}
+
+/**
+ * A key of its own for one use, derived from the encryption key: a token signed with it can never
+ * stand in for anything else signed with the encryption key.
+ */
+export function purposeKey(encryptionKey: Buffer, purpose: string): Buffer {
+  return hmacSha256(encryptionKey, purpose);
+}
+
+/** Whether a signature a client sent (base64url) is the expected one, compared in constant time. */
+export function signatureMatches(given: string, expected: Buffer): boolean {
+  const bytes = Buffer.from(given, 'base64url');
+  return bytes.length === expected.length && timingSafeEqual(bytes, expected);
 }
 
 const SEALED_PREFIX = 'enc:v1:';

@@ -3,7 +3,7 @@
 // signature is HMAC-SHA256 over (purpose, upload id, expiry) with a key derived from the service's
 // encryption key for this use alone, so neither link can stand in for the other or for any other
 // token signed with that key.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { hmacSha256, purposeKey, signatureMatches } from '../../lib/crypto';
 import { isPlainObject } from '../../lib/objects';
 import { isUploadId } from './rules';
 
@@ -14,11 +14,11 @@ const PATHS: Record<LinkPurpose, string> = { download: '/files/', upload: '/uplo
 
 /** The key links are signed with, derived from the encryption key. */
 export function fileLinkKey(encryptionKey: Buffer): Buffer {
-  return createHmac('sha256', encryptionKey).update('file-links').digest();
+  return purposeKey(encryptionKey, 'file-links');
 }
 
 function signature(key: Buffer, purpose: LinkPurpose, uploadId: string, expires: number): Buffer {
-  return createHmac('sha256', key).update(`${purpose}\n${uploadId}\n${expires}`).digest();
+  return hmacSha256(key, `${purpose}\n${uploadId}\n${expires}`);
 }
 
 /** A link to the file valid until `expires` (Unix seconds). */
@@ -34,9 +34,7 @@ export function verifyFileLink(
   if (!isUploadId(uploadId) || typeof expires !== 'string' || !/^\d{1,12}$/.test(expires) || typeof sig !== 'string' || sig.length > 64) {
     return 'invalid';
   }
-  const expected = signature(key, purpose, uploadId, Number(expires));
-  const given = Buffer.from(sig, 'base64url');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'invalid';
+  if (!signatureMatches(sig, signature(key, purpose, uploadId, Number(expires)))) return 'invalid';
   return Number(expires) * 1000 > nowMs ? 'ok' : 'expired';
 }
 
