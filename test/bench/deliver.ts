@@ -97,6 +97,17 @@ async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: 
   return { created, refused, refusals, seconds: (performance.now() - start) / 1000 };
 }
 
+/** The p99 latency of the submissions created in each second of a load, in order. */
+function secondByPercentile99(created: Map<string, number>, arrivals: Map<string, number>): number[] {
+  const first = Math.min(...created.values());
+  const seconds: number[][] = [];
+  for (const [id, at] of created) {
+    if (!arrivals.has(id)) continue;
+    (seconds[Math.floor((at - first) / 1000)] ??= []).push(arrivals.get(id)! - at);
+  }
+  return seconds.map((l) => percentile(l.sort((a, b) => a - b), 99));
+}
+
 function arrivalsBySubmission(receiver: Receiver, from = 0): Map<string, number> {
   const out = new Map<string, number>();
   for (const d of receiver.deliveries.slice(from)) {
@@ -165,15 +176,16 @@ async function main(): Promise<void> {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
     const seeded = await seedWebhookBench(env.databaseUrl, receiver.url, encryptionKey, KEYS);
 
-    const api = await startEntry('src/api.js', common, 'PORT', nodeArgs);
+    const api = await startEntry('src/api.js', common, 'PORT', nodeArgs, env.logFile('api'));
     processes.push(api.proc);
     processes.push((await startEntry('workers/usage.js', common, 'METRICS_PORT')).proc);
-    const worker = (await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs)).proc;
+    const worker = (await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs, env.logFile('webhooks'))).proc;
     processes.push(worker);
     const cpu = () => ({ api: cpuMs(api.proc.child.pid), worker: cpuMs(worker.child.pid), bench: cpuMs(process.pid) });
 
     // Phase 1: each rate in turn, 201 → arrival latency, after a warm-up at the same rate.
     const steady: Array<Record<string, unknown>> = [];
+    const bySecond: string[] = [];
     let seen = 0;
     for (const rate of RATES) {
       // Waits count what arrived (one delivery per submission unless a receiver error made a retry).
@@ -189,6 +201,7 @@ async function main(): Promise<void> {
       seen = arrived();
       const toAttempt = await commitToAttemptMs(env.databaseUrl, [...load.created.keys()]);
       const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
+      bySecond.push(`${rate}/s: ${secondByPercentile99(load.created, arrivals).join(' ')}`);
       steady.push({
         phase: `steady ${rate}/s for ${DURATION_S}s`, submitted: rate * DURATION_S, created: load.created.size,
         refused: load.refused ? `${load.refused} ${JSON.stringify(load.refusals)}` : 0, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
@@ -203,6 +216,7 @@ async function main(): Promise<void> {
     }
 
     console.table(steady);
+    console.log(`p99 201 → arrival (ms) of each second of the load, in order: a slow second shows a stall, a rising line a queue\n${bySecond.join('\n')}`);
     if (BACKLOG <= 0) return;
 
     // Phase 2: a backlog drained by the one webhooks worker process (stopped while the backlog is queued).

@@ -147,7 +147,7 @@ async function main(): Promise<void> {
     // The bare stack, measured first in the same run.
     let bare: { result: autocannon.Result; cpu: CpuUse } | null = null;
     if (!BATCH) {
-      const baseline = await startEntry('test/bench/baseline-server.js', common);
+      const baseline = await startEntry('test/bench/baseline-server.js', common, 'PORT', [], env.logFile('bare'));
       const opts = { url: `${baseline.url}/ingest`, method: 'POST' as const, body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS };
       if (WARMUP > 0) await load({ ...opts, duration: WARMUP });
       bare = await measured(baseline.proc.child.pid!, env.databaseName, { ...opts, duration: DURATION });
@@ -182,7 +182,8 @@ async function main(): Promise<void> {
     const tracing: Record<string, string> = otlp ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'form-service-bench' } : {};
     const service = await startEntry(ENTRY, { ...common, ...tracing, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' }, 'PORT',
       // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the service
-      (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
+      (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), env.logFile('service'));
+    console.log(`the service's output: ${env.logFile('service')}`);
     if (BATCH) {
       try {
         await compareBatches(service, targets, orm, env.databaseName);

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { initOrm } from '../../src/db/orm';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
@@ -20,6 +22,10 @@ export function benchEnvironment(label: string) {
     databaseUrl: dbUrl.toString(),
     redisUrl,
     queuePrefix: `fsbench${runId}`,
+    /** Where a process of the run writes its output (kept after the run), as an operator's log file. */
+    logFile(name: string): string {
+      return path.join(tmpdir(), `formservice_bench_${runId}-${name}.log`);
+    },
     async cleanup() {
       await dropDatabase(dbUrl.toString());
       await deleteQueueKeys(`fsbench${runId}`);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -23,19 +24,25 @@ export interface ServiceProcess {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
-/** Runs a compiled entry point (e.g. `src/api.js`) as a child process with the test run's env. */
-export function spawnEntry(entry: string, env: Record<string, string> = {}, nodeArgs: string[] = []): ServiceProcess {
+/**
+ * Runs a compiled entry point (e.g. `src/api.js`) as a child process with the test run's env. Its
+ * output is kept in memory, or with `outputFile` written to that file as an operator's would be:
+ * benchmarks use it, so that reading the service's log lines costs the measuring process nothing.
+ */
+export function spawnEntry(entry: string, env: Record<string, string> = {}, nodeArgs: string[] = [], outputFile?: string): ServiceProcess {
+  const fd = outputFile ? openSync(outputFile, 'a') : null;
   const child = spawn(process.execPath, [...nodeArgs, path.join(DIST_ROOT, entry)], {
     env: { ...process.env, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
   });
+  if (fd !== null) closeSync(fd);
   let output = '';
-  child.stdout!.on('data', (chunk) => { output += chunk; });
-  child.stderr!.on('data', (chunk) => { output += chunk; });
+  child.stdout?.on('data', (chunk) => { output += chunk; });
+  child.stderr?.on('data', (chunk) => { output += chunk; });
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
   return {
     child,
-    output: () => output,
+    output: () => (outputFile ? readFileSync(outputFile, 'utf8') : output),
     exited,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -60,10 +67,10 @@ export interface StartedEntry {
 
 /** Spawns a compiled entry point on a free port (`PORT`, or `METRICS_PORT` for workers) and waits for /healthz. */
 export async function startEntry(
-  entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT' = 'PORT', nodeArgs: string[] = [],
+  entry: string, env: Record<string, string>, portVar: 'PORT' | 'METRICS_PORT' = 'PORT', nodeArgs: string[] = [], outputFile?: string,
 ): Promise<StartedEntry> {
   const port = await freePort();
-  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) }, nodeArgs);
+  const proc = spawnEntry(entry, { ...env, HOST: '127.0.0.1', [portVar]: String(port) }, nodeArgs, outputFile);
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitUntil(async () => (await fetch(`${url}/healthz`)).ok, 60_000, 100);
