@@ -115,6 +115,34 @@ export async function admitKey(app: AppContext, req: Request, res: Response): Pr
 }
 
 /**
+ * An authenticated request's context, its EntityManagers forked on first use (the submission path
+ * never needs one). A class, not an object literal with getters: V8 gives each such literal a map
+ * of its own, kept in the old generation, whose getters reach the request, so every request's
+ * objects survived young collections until a full one (8 MB promoted per scavenge under load,
+ * scavenges ten times longer).
+ */
+class RequestContext implements AuthedContext {
+  readonly organizationId: string;
+  private forkedEm?: Em;
+  private forkedReadEm?: Em;
+
+  constructor(readonly app: AppContext, readonly req: Request, readonly key: AuthenticatedKey) {
+    this.organizationId = key.organizationId;
+  }
+
+  get em(): Em {
+    return (this.forkedEm ??= this.app.orm.em.fork());
+  }
+
+  get readEm(): Em {
+    return (this.forkedReadEm ??= this.app.readOrm.em.fork());
+  }
+
+  /** A property, not a method: handlers take it out of the context (`{ json }`). */
+  readonly json = (): unknown => parseJsonBody(this.req);
+}
+
+/**
  * The authenticated request pipeline, checks in this order:
  * 401 key → 429 rate limit (every request with a valid key counts) → 403 scope → handler.
  */
@@ -124,16 +152,7 @@ export function authenticated(app: AppContext, scope: Scope, handler: AuthedHand
       const key = await admitKey(app, req, res);
       if (!hasScope(key.scopes, scope)) throw errors.forbidden(scope);
 
-      let em: Em | undefined;
-      let readEm: Em | undefined;
-      const ctx: AuthedContext = {
-        app, req, key, organizationId: key.organizationId,
-        // Forked on first use: the submission path never needs an EntityManager.
-        get em() { return (em ??= app.orm.em.fork()); },
-        get readEm() { return (readEm ??= app.readOrm.em.fork()); },
-        json: () => parseJsonBody(req),
-      };
-      const reply = await handler(ctx);
+      const reply = await handler(new RequestContext(app, req, key));
       if (reply.stream) await streamReply(app, req, res, reply);
       else sendReply(res, reply);
     } catch (err) {
