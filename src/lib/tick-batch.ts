@@ -8,21 +8,77 @@
  */
 export class TickBatch<I, R> {
   private pending: Array<{ item: I; resolve: (r: R | PromiseLike<R>) => void; reject: (err: unknown) => void }> = [];
+  private scheduled = false;
+  /** Runs under way that still hold back the next one (see GroupCommit). */
+  protected holding = 0;
 
   constructor(private readonly run: (items: I[]) => Promise<ReadonlyArray<R | PromiseLike<R>>>) {}
 
   call(item: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      if (this.pending.push({ item, resolve, reject }) === 1) setImmediate(() => this.flush());
+      this.pending.push({ item, resolve, reject });
+      this.schedule();
     });
   }
 
-  private flush(): void {
-    const batch = this.pending;
-    this.pending = [];
-    this.run(batch.map((b) => b.item)).then(
-      (results) => batch.forEach((b, i) => b.resolve(results[i])),
-      (err) => batch.forEach((b) => b.reject(err)),
-    );
+  /** Whether a batch may start now; false waits for `released()`. */
+  protected mayStart(): boolean {
+    return true;
+  }
+
+  /** A run no longer holds back the next batch: start it if calls wait. */
+  protected released(): void {
+    this.schedule();
+  }
+
+  /** Called with a run's promise as it starts. */
+  protected started(_run: Promise<unknown>): void {}
+
+  private schedule(): void {
+    if (this.scheduled || this.pending.length === 0 || !this.mayStart()) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (this.pending.length === 0 || !this.mayStart()) return;
+      const batch = this.pending;
+      this.pending = [];
+      const run = this.run(batch.map((b) => b.item)).then(
+        (results) => batch.forEach((b, i) => b.resolve(results[i])),
+        (err) => batch.forEach((b) => b.reject(err)),
+      );
+      this.started(run);
+    });
+  }
+}
+
+/**
+ * A TickBatch that runs one batch at a time (group commit): the calls made while a batch runs wait
+ * for it and go together in the next, so under load a batch grows with the wait instead of the round
+ * trips growing with the load; alone, a call still goes on the next turn. A batch that runs longer
+ * than `stallMs` (a statement waiting on a lock, a slow database) stops holding back the next one,
+ * so one stuck batch delays the others by at most that long.
+ */
+export class GroupCommit<I, R> extends TickBatch<I, R> {
+  constructor(run: (items: I[]) => Promise<ReadonlyArray<R | PromiseLike<R>>>, private readonly stallMs: number) {
+    super(run);
+  }
+
+  protected override mayStart(): boolean {
+    return this.holding === 0;
+  }
+
+  protected override started(run: Promise<unknown>): void {
+    this.holding++;
+    let holds = true;
+    const release = () => {
+      if (!holds) return;
+      holds = false;
+      clearTimeout(stalled);
+      this.holding--;
+      this.released();
+    };
+    const stalled = setTimeout(release, this.stallMs);
+    stalled.unref();
+    void run.finally(release);
   }
 }

@@ -207,7 +207,7 @@ export async function checkSubmission(
 /** The form changed (or a record under the key vanished) while storing: decide again on a fresh form. */
 export const DECIDE_AGAIN = Symbol('decide again');
 
-/** Stores one checked submission, in the group of this event-loop turn; the answer it alone gets. */
+/** Stores one checked submission, in the next group of the group commit; the answer it alone gets. */
 export async function storeCheckedSubmission(deps: SubmissionDeps, checked: CheckedSubmission)
   : Promise<SubmissionResult | typeof DECIDE_AGAIN> {
   const [result] = await storeCheckedSubmissions(deps, [checked], (rows) => deps.submissionWriter.storeEach(rows));

