@@ -78,3 +78,32 @@ export function commandsPerSubmission(before: CommandStats, after: CommandStats,
     usecPerSub: Number((c.usec / submissions).toFixed(2)),
   }));
 }
+
+/** A process's garbage collections by kind (minor, major, incremental, weakcb), from prom-client's default GC histogram. */
+export type GcSnapshot = Map<string, { count: number; seconds: number }>;
+
+/** The service's GC histogram, read from its /metrics (undefined when it does not answer). */
+export async function snapshotGc(serviceUrl: string): Promise<GcSnapshot | undefined> {
+  const res = await fetch(`${serviceUrl}/metrics`).catch(() => undefined);
+  if (!res?.ok) return undefined;
+  const gc: GcSnapshot = new Map();
+  for (const m of (await res.text()).matchAll(/^\w*nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm)) {
+    const kind = gc.get(m[2]) ?? { count: 0, seconds: 0 };
+    if (m[1] === 'sum') kind.seconds = Number(m[3]);
+    else kind.count = Number(m[3]);
+    gc.set(m[2], kind);
+  }
+  return gc;
+}
+
+/** The collections between two snapshots, by kind: how many, their pauses in all and on average, and per 1,000 submissions. */
+export function gcDuring(before: GcSnapshot, after: GcSnapshot, submissions: number) {
+  return [...after].map(([kind, s]) => {
+    const count = s.count - (before.get(kind)?.count ?? 0);
+    const ms = (s.seconds - (before.get(kind)?.seconds ?? 0)) * 1000;
+    return {
+      kind, collections: count, totalMs: Number(ms.toFixed(1)), meanMs: count ? Number((ms / count).toFixed(2)) : 0,
+      msPer1000Subs: Number(((ms / submissions) * 1000).toFixed(2)),
+    };
+  }).filter((k) => k.collections > 0);
+}

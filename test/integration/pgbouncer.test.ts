@@ -96,9 +96,13 @@ describe('through PgBouncer in transaction pooling mode', function () {
   it('(why the setting exists) named prepared statements fail through transaction pooling', async () => {
     const prepared = await startTestApp({ DATABASE_URL: bouncer.url, DB_PREPARED_STATEMENTS: 'true', DB_POOL_MAX: '10' });
     try {
+      // Batches, each its own storing statement, so that many run at once on different connections
+      // (single posts share one group's statement at a time, which may keep finding its server connection).
       const answers = await Promise.all(Array.from({ length: 60 }, (_, i) =>
-        call(prepared.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_name: `p${i}`, fld_age: 1 } } })));
-      expect(answers.filter((a) => a.status !== 201).length).to.be.greaterThan(0);
+        call(prepared.url, 'POST', `/v1/forms/${form.id}/submissions/batch`, {
+          key: tenant.key, body: { submissions: [{ data: { fld_name: `p${i}`, fld_age: 1 } }, { data: { fld_name: `q${i}`, fld_age: 2 } }] },
+        })));
+      expect(answers.filter((a) => a.status >= 500).length).to.be.greaterThan(0);
     } finally {
       await prepared.close();
     }
