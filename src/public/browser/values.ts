@@ -170,10 +170,10 @@ export function uploadHint(limits: FileLimits): string {
   return parts.join(' ');
 }
 
-/** What to tell a person whose upload failed with `status` (0: the server could not be reached). */
 /** An upload that stopped moving (see UPLOAD_STALL_MS). */
 export const UPLOAD_STALLED = 'The upload stopped moving. Please check your connection and try again.';
 
+/** What to tell a person whose upload failed with `status` (0: the server could not be reached). */
 export function uploadFailureMessage(status: number, retryAfter: string | null = null): string {
   if (status === 0) return NETWORK_FAILURE;
   if (status === 404) return failureMessage(404);
