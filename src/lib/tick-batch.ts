@@ -9,8 +9,6 @@
 export class TickBatch<I, R> {
   private pending: Array<{ item: I; resolve: (r: R | PromiseLike<R>) => void; reject: (err: unknown) => void }> = [];
   private scheduled = false;
-  /** Runs under way that still hold back the next one (see GroupCommit). */
-  protected holding = 0;
 
   constructor(private readonly run: (items: I[]) => Promise<ReadonlyArray<R | PromiseLike<R>>>) {}
 
@@ -21,25 +19,20 @@ export class TickBatch<I, R> {
     });
   }
 
-  /** Whether a batch may start now; false waits for `released()`. */
+  /** Whether a batch may start now; when it may not, a subclass calls `schedule()` once it may. */
   protected mayStart(): boolean {
     return true;
-  }
-
-  /** A run no longer holds back the next batch: start it if calls wait. */
-  protected released(): void {
-    this.schedule();
   }
 
   /** Called with a run's promise as it starts. */
   protected started(_run: Promise<unknown>): void {}
 
-  private schedule(): void {
+  /** Runs the waiting calls on the next turn, if there are any and a batch may start. */
+  protected schedule(): void {
     if (this.scheduled || this.pending.length === 0 || !this.mayStart()) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      if (this.pending.length === 0 || !this.mayStart()) return;
       const batch = this.pending;
       this.pending = [];
       const run = this.run(batch.map((b) => b.item)).then(
@@ -59,6 +52,9 @@ export class TickBatch<I, R> {
  * so one stuck batch delays the others by at most that long.
  */
 export class GroupCommit<I, R> extends TickBatch<I, R> {
+  /** Runs under way that still hold back the next one. */
+  private holding = 0;
+
   constructor(run: (items: I[]) => Promise<ReadonlyArray<R | PromiseLike<R>>>, private readonly stallMs: number) {
     super(run);
   }
@@ -75,7 +71,7 @@ export class GroupCommit<I, R> extends TickBatch<I, R> {
       holds = false;
       clearTimeout(stalled);
       this.holding--;
-      this.released();
+      this.schedule();
     };
     const stalled = setTimeout(release, this.stallMs);
     stalled.unref();
