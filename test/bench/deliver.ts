@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
@@ -10,6 +10,7 @@ import { newId } from '../../src/lib/ids';
 import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
+import { cpuMs, cpuUsed, sampleCpu } from './cpu';
 import { benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
 
 /**
@@ -23,12 +24,16 @@ import { benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench }
  * sweeps of owed work). The submission statement writes the delivery rows and the API queues their
  * jobs, so the submissions worker (deletions and outbox rows from before that) and the CRM worker
  * have nothing to do in this load and are not started.
- * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 3 --keys 60 --backlog 3000] (`--backlog 0` skips phase 2)
+ * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 15 --keys 60 --backlog 3000] (`--backlog 0` skips phase 2)
  */
 const RATES = benchArg('rates', process.argv.includes('--rate') ? benchArg('rate', '200') : '200,1000').split(',').map(Number);
 const DURATION_S = benchNumber('duration', 20);
-/** Seconds at the same rate before measuring: connection pools fill, prepared statements and JIT warm up. */
-const WARMUP_S = benchNumber('warmup', 3);
+/**
+ * Seconds at the same rate before measuring: connection pools fill, prepared statements and JIT warm
+ * up. On two busy cores the optimizing compiler was still a sixth of the webhooks worker's CPU eight
+ * seconds in, and the first dozen seconds' p99 stood two to five times above the rest's.
+ */
+const WARMUP_S = benchNumber('warmup', 15);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
 const KEYS = benchNumber('keys', Math.max(4, Math.ceil((Math.max(...RATES) * 60 * 2) / 2000)));
 const BACKLOG = benchNumber('backlog', 3000);
@@ -40,16 +45,6 @@ const PROFILE_DIR = benchArg('profile', '');
 const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
-
-/** CPU time a process has used, in ms (utime + stime from /proc; 0 where there is no /proc). */
-function cpuMs(pid: number | undefined): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks of 1/100 s (USER_HZ)
-  } catch {
-    return 0;
-  }
-}
 
 /**
  * The load generator shares the machine with what it measures: node:http on a keep-alive agent
@@ -181,10 +176,11 @@ async function main(): Promise<void> {
     processes.push((await startEntry('workers/usage.js', common, 'METRICS_PORT')).proc);
     const worker = (await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs, env.logFile('webhooks'))).proc;
     processes.push(worker);
-    const cpu = () => ({ api: cpuMs(api.proc.child.pid), worker: cpuMs(worker.child.pid), bench: cpuMs(process.pid) });
+    const cpu = () => ({ sample: sampleCpu(api.proc.child.pid!), worker: cpuMs(worker.child.pid!), at: performance.now() });
 
     // Phase 1: each rate in turn, 201 → arrival latency, after a warm-up at the same rate.
     const steady: Array<Record<string, unknown>> = [];
+    const cpuRows: Array<Record<string, unknown>> = [];
     const bySecond: string[] = [];
     let seen = 0;
     for (const rate of RATES) {
@@ -201,21 +197,31 @@ async function main(): Promise<void> {
       seen = arrived();
       const toAttempt = await commitToAttemptMs(env.databaseUrl, [...load.created.keys()]);
       const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
-      bySecond.push(`${rate}/s: ${secondByPercentile99(load.created, arrivals).join(' ')}`);
+      bySecond.push(`${rate}/s from ${new Date(Math.min(...load.created.values())).toISOString()}: ${secondByPercentile99(load.created, arrivals).join(' ')}`);
       steady.push({
         phase: `steady ${rate}/s for ${DURATION_S}s`, submitted: rate * DURATION_S, created: load.created.size,
         refused: load.refused ? `${load.refused} ${JSON.stringify(load.refusals)}` : 0, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,
         p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), maxMs: latencies[latencies.length - 1],
         commitToAttemptP50ms: percentile(toAttempt, 50), commitToAttemptP99ms: percentile(toAttempt, 99),
-        // Node CPU per submission of the API and per delivery of the webhooks worker (PostgreSQL and Redis not included).
-        apiCpuMs: Number(((cpuAfter.api - cpuBefore.api) / Math.max(1, load.created.size)).toFixed(3)),
-        workerCpuMs: Number(((cpuAfter.worker - cpuBefore.worker) / Math.max(1, latencies.length)).toFixed(3)),
+      });
+      const used = cpuUsed(cpuBefore.sample, cpuAfter.sample, env.databaseName);
+      const perDelivered = (ms: number) => Number((ms / Math.max(1, latencies.length)).toFixed(3));
+      cpuRows.push({
+        phase: `steady ${rate}/s`,
+        // How busy the machine was (all CPUs, from the load's start until its last delivery): near 100 %, every hop queues.
+        machineBusyPct: Math.round((100 * used.machine) / ((cpuAfter.at - cpuBefore.at) * cpus().length)),
+        // CPU ms per delivered submission: the whole machine, then by process (the API's per submission it created).
+        machineMs: perDelivered(used.machine),
+        apiMs: Number((used.node / Math.max(1, load.created.size)).toFixed(3)),
+        webhooksWorkerMs: perDelivered(cpuAfter.worker - cpuBefore.worker),
+        postgresMs: perDelivered(used.postgres), redisMs: perDelivered(used.redis),
         // The load generator and the receiver share this process: near 100 % its own delays enter the figures.
-        benchCpuPct: Math.round((100 * (cpuAfter.bench - cpuBefore.bench)) / (load.seconds * 1000)),
+        benchMs: perDelivered(used.bench), benchCpuPct: Math.round((100 * used.bench) / (load.seconds * 1000)),
       });
     }
 
     console.table(steady);
+    console.table(cpuRows);
     console.log(`p99 201 → arrival (ms) of each second of the load, in order: a slow second shows a stall, a rising line a queue\n${bySecond.join('\n')}`);
     if (BACKLOG <= 0) return;
 
