@@ -11,6 +11,7 @@ import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
 import { cpuMs, cpuUsed, sampleCpu } from './cpu';
+import { commandsPerSubmission, snapshotCommands, snapshotStatements, topStatements } from './server-stats';
 import { benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
 
 /**
@@ -177,10 +178,12 @@ async function main(): Promise<void> {
     const worker = (await startEntry('workers/webhooks.js', common, 'METRICS_PORT', nodeArgs, env.logFile('webhooks'))).proc;
     processes.push(worker);
     const cpu = () => ({ sample: sampleCpu(api.proc.child.pid!), worker: cpuMs(worker.child.pid!), at: performance.now() });
+    const serverStats = async () => ({ statements: await snapshotStatements(env.adminUrl, env.databaseName), commands: await snapshotCommands(env.redisUrl) });
 
     // Phase 1: each rate in turn, 201 → arrival latency, after a warm-up at the same rate.
     const steady: Array<Record<string, unknown>> = [];
     const cpuRows: Array<Record<string, unknown>> = [];
+    const serverLines: string[] = [];
     const bySecond: string[] = [];
     let seen = 0;
     for (const rate of RATES) {
@@ -189,10 +192,12 @@ async function main(): Promise<void> {
       const warmup = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, WARMUP_S);
       await waitUntil(() => arrived() >= seen + warmup.created.size, 60_000, 100).catch(() => undefined);
       seen = arrived();
+      const statsBefore = await serverStats();
       const cpuBefore = cpu();
       const load = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, DURATION_S);
       await waitUntil(() => arrived() >= seen + load.created.size, 120_000, 200).catch(() => undefined);
       const cpuAfter = cpu();
+      const statsAfter = await serverStats();
       const arrivals = arrivalsBySubmission(receiver, seen);
       seen = arrived();
       const toAttempt = await commitToAttemptMs(env.databaseUrl, [...load.created.keys()]);
@@ -218,10 +223,19 @@ async function main(): Promise<void> {
         // The load generator and the receiver share this process: near 100 % its own delays enter the figures.
         benchMs: perDelivered(used.bench), benchCpuPct: Math.round((100 * used.bench) / (load.seconds * 1000)),
       });
+      // Per delivered submission: its storing, the delivery's read and its attempt's record.
+      const statements = topStatements(statsBefore.statements, statsAfter.statements, latencies.length, 5);
+      const commands = commandsPerSubmission(statsBefore.commands, statsAfter.commands, latencies.length);
+      const scripts = commands.find((c) => c.command === 'evalsha');
+      const allCommands = Number(commands.reduce((sum, c) => sum + c.callsPerSub, 0).toFixed(2));
+      serverLines.push(`${rate}/s, per delivered submission: `
+        + (statements ? `${statements.callsPerSub} PostgreSQL statements, ${statements.execMsPerSub} ms of their execution; ` : `pg_stat_statements not available (${statsAfter.statements.why}); `)
+        + `${scripts?.callsPerSub ?? 0} Redis script calls (evalsha) taking ${scripts?.usecPerSub ?? 0} µs of Redis time, ${allCommands} Redis commands with those the scripts ran (every client of this Redis)`);
     }
 
     console.table(steady);
     console.table(cpuRows);
+    console.log(serverLines.join('\n'));
     console.log(`p99 201 → arrival (ms) of each second of the load, in order: a slow second shows a stall, a rising line a queue\n${bySecond.join('\n')}`);
     if (BACKLOG <= 0) return;
 
