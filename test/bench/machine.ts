@@ -1,0 +1,73 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { cpuMs } from './cpu';
+import { benchArg, benchNumber } from './support';
+
+/**
+ * What the machine charges for a request, before any of the service's code: a bare node:http JSON
+ * echo in its own process, driven at fixed rates by a keep-alive client in this one, CPU per
+ * request of each side. Run it beside bench:deliver or bench:ingest to read their figures: on a
+ * virtual machine a process woken from idle pays much more per wake-up than one that is kept busy,
+ * so a request costs several times more CPU at 200/s than at 3,000/s, and the machine's speed
+ * itself varies from day to day.
+ * Usage: node dist/test/bench/machine.js [--rates 200,1000,3000 --seconds 8]
+ */
+const RATES = benchArg('rates', '200,1000,3000').split(',').map(Number);
+const SECONDS = benchNumber('seconds', 8);
+
+function serve(): void {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => { body += chunk; });
+    req.on('end', () => {
+      const { n } = JSON.parse(body) as { n: number };
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ok: true, n }));
+    });
+  });
+  server.listen(0, '127.0.0.1', () => process.send!((server.address() as AddressInfo).port));
+}
+
+async function main(): Promise<void> {
+  const child: ChildProcess = fork(__filename, ['--serve'], { stdio: 'inherit' });
+  const port = await new Promise<number>((resolve) => child.once('message', (m) => resolve(Number(m))));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const post = (n: number) => new Promise<void>((resolve, reject) => {
+    const body = JSON.stringify({ n, data: { fld_email: `user${n}@example.com`, fld_topic: 'bench' } });
+    const req = http.request({
+      host: '127.0.0.1', port, method: 'POST', path: '/', agent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => { res.resume(); res.on('end', resolve); });
+    req.on('error', reject);
+    req.end(body);
+  });
+  const rows: Array<Record<string, unknown>> = [];
+  try {
+    for (const rate of RATES) {
+      const total = rate * SECONDS;
+      const [serverBefore, clientBefore] = [cpuMs(child.pid!), cpuMs('self')];
+      const start = performance.now();
+      const inflight: Promise<void>[] = [];
+      for (let i = 0; i < total; i++) {
+        const wait = start + (i * 1000) / rate - performance.now();
+        if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+        inflight.push(post(i));
+      }
+      await Promise.all(inflight);
+      rows.push({
+        rate: `${rate}/s`,
+        serverUsPerRequest: Math.round(((cpuMs(child.pid!) - serverBefore) * 1000) / total),
+        clientUsPerRequest: Math.round(((cpuMs('self') - clientBefore) * 1000) / total),
+      });
+    }
+  } finally {
+    agent.destroy();
+    child.kill();
+  }
+  console.table(rows);
+}
+
+if (process.argv.includes('--serve')) serve();
+else main().catch((err) => { console.error(err); process.exit(1); });
