@@ -12,7 +12,7 @@ import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
 import { cpuMs, cpuUsed, sampleCpu } from './cpu';
 import { commandsPerSubmission, snapshotCommands, snapshotStatements, topStatements } from './server-stats';
-import { benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
+import { atFixedRate, benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
 
 /**
  * Delivery benchmark (issues 4 and 13). Phase 1: for each rate in turn, a steady submission rate
@@ -77,25 +77,16 @@ async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: 
   /** Refusals by status (`error` when no answer came). */
   const refusals: Record<string, number> = {};
   const refuse = (why: string) => { refused++; refusals[why] = (refusals[why] ?? 0) + 1; };
-  const total = rate * seconds;
-  const start = performance.now();
-  const inflight: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const due = start + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    inflight.push(post(`${apiUrl}/v1/forms/${formId}/submissions`, body(i), keys[i % keys.length]).then((res) => {
+  const elapsed = await atFixedRate(rate, seconds, (i) =>
+    post(`${apiUrl}/v1/forms/${formId}/submissions`, body(i), keys[i % keys.length]).then((res) => {
       if (res.status === 201) created.set((JSON.parse(res.text) as any).submission.id, Date.now());
       else refuse(String(res.status));
     }, () => refuse('error')));
-  }
-  await Promise.all(inflight);
-  return { created, refused, refusals, seconds: (performance.now() - start) / 1000 };
+  return { created, refused, refusals, seconds: elapsed };
 }
 
-/** The p99 latency of the submissions created in each second of a load, in order. */
-function secondByPercentile99(created: Map<string, number>, arrivals: Map<string, number>): number[] {
-  const first = Math.min(...created.values());
+/** The p99 latency of the submissions created in each second of a load from `first` (ms since the epoch), in order. */
+function secondByPercentile99(created: Map<string, number>, arrivals: Map<string, number>, first: number): number[] {
   const seconds: number[][] = [];
   for (const [id, at] of created) {
     if (!arrivals.has(id)) continue;
@@ -202,7 +193,8 @@ async function main(): Promise<void> {
       seen = arrived();
       const toAttempt = await commitToAttemptMs(env.databaseUrl, [...load.created.keys()]);
       const latencies = [...load.created].flatMap(([id, at]) => (arrivals.has(id) ? [arrivals.get(id)! - at] : [])).sort((a, b) => a - b);
-      bySecond.push(`${rate}/s from ${new Date(Math.min(...load.created.values())).toISOString()}: ${secondByPercentile99(load.created, arrivals).join(' ')}`);
+      const firstCreated = Math.min(...load.created.values());
+      bySecond.push(`${rate}/s from ${new Date(firstCreated).toISOString()}: ${secondByPercentile99(load.created, arrivals, firstCreated).join(' ')}`);
       steady.push({
         phase: `steady ${rate}/s for ${DURATION_S}s`, submitted: rate * DURATION_S, created: load.created.size,
         refused: load.refused ? `${load.refused} ${JSON.stringify(load.refusals)}` : 0, achievedRate: Math.round(load.created.size / load.seconds), delivered: latencies.length,

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpuMs } from './cpu';
-import { benchArg, benchNumber } from './support';
+import { atFixedRate, benchArg, benchNumber } from './support';
 
 /**
  * What the machine charges for a request, before any of the service's code: a bare node:http JSON
@@ -48,14 +48,7 @@ async function main(): Promise<void> {
     for (const rate of RATES) {
       const total = rate * SECONDS;
       const [serverBefore, clientBefore] = [cpuMs(child.pid!), cpuMs('self')];
-      const start = performance.now();
-      const inflight: Promise<void>[] = [];
-      for (let i = 0; i < total; i++) {
-        const wait = start + (i * 1000) / rate - performance.now();
-        if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-        inflight.push(post(i));
-      }
-      await Promise.all(inflight);
+      await atFixedRate(rate, SECONDS, post);
       rows.push({
         rate: `${rate}/s`,
         serverUsPerRequest: Math.round(((cpuMs(child.pid!) - serverBefore) * 1000) / total),

@@ -38,6 +38,22 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
+/**
+ * Calls `send(i)` for i below rate × seconds on a fixed schedule, open loop (a slow answer does not
+ * delay the next call), and waits for every call to settle. The seconds it took, answers included.
+ */
+export async function atFixedRate(rate: number, seconds: number, send: (i: number) => Promise<void>): Promise<number> {
+  const start = performance.now();
+  const inflight: Promise<void>[] = [];
+  for (let i = 0; i < rate * seconds; i++) {
+    const wait = start + (i * 1000) / rate - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(send(i));
+  }
+  await Promise.all(inflight);
+  return (performance.now() - start) / 1000;
+}
+
 /** `--name value` from the command line, or the fallback. */
 export function benchArg(name: string, fallback: string): string {
   const args = process.argv.slice(2);
