@@ -6,6 +6,7 @@ import { maintenance } from '../../workers/processors/usage';
 import { ensureDatabase, initOrm, type Orm } from '../../src/db/orm';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions, PARTITION_MONTHS_AHEAD } from '../../src/domain/submissions/partitions';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
+import { seed } from '../support/harness';
 
 const BEFORE_PARTITIONS = 'Migration20261123000400_bulk';
 
@@ -41,7 +42,7 @@ describe('partitioned submissions', function () {
     await conn.execute(`insert into organizations (id, name, plan) values ('org_p', 'p', 'enterprise')`);
     await conn.execute(`insert into forms (id, organization_id, title, status) values ('form_p', 'org_p', 'P', 'published')`);
     // 30,000 rows over the last 14 months, some of them on month boundaries.
-    await conn.execute(`
+    await seed(orm, `
       insert into submissions (id, organization_id, form_id, data, submitter_email, source, created_at)
       select 'sub_old' || g, 'org_p', 'form_p', jsonb_build_object('fld_n', g, 'fld_t', repeat('x', g % 50)),
              case when g % 3 = 0 then 'u' || g || '@example.com' end, case when g % 2 = 0 then 'api' else 'public' end,
