@@ -11,6 +11,7 @@ import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { waitUntil, type ServiceProcess, startEntry } from '../support/processes';
 import { cpuMs, cpuUsed, sampleCpu } from './cpu';
+import { bareEchoCost } from './machine';
 import { commandsPerSubmission, snapshotCommands, snapshotStatements, topStatements } from './server-stats';
 import { atFixedRate, benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
 
@@ -25,7 +26,7 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, percentile, seedW
  * sweeps of owed work). The submission statement writes the delivery rows and the API queues their
  * jobs, so the submissions worker (deletions and outbox rows from before that) and the CRM worker
  * have nothing to do in this load and are not started.
- * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 15 --keys 60 --backlog 3000] (`--backlog 0` skips phase 2)
+ * Usage: npm run bench:deliver [-- --rates 200,1000 --duration 20 --warmup 15 --calibrate 6 --keys 60 --backlog 3000] (`--backlog 0` skips phase 2)
  */
 const RATES = benchArg('rates', process.argv.includes('--rate') ? benchArg('rate', '200') : '200,1000').split(',').map(Number);
 const DURATION_S = benchNumber('duration', 20);
@@ -38,6 +39,12 @@ const WARMUP_S = benchNumber('warmup', 15);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
 const KEYS = benchNumber('keys', Math.max(4, Math.ceil((Math.max(...RATES) * 60 * 2) / 2000)));
 const BACKLOG = benchNumber('backlog', 3000);
+/**
+ * Seconds of the machine bench's bare echo at each rate, right before that rate's warm-up (`0`
+ * skips it): what a bare request cost this machine at that moment, to read the figures by, as the
+ * machine's speed varies several times over from day to day.
+ */
+const CALIBRATE_S = benchNumber('calibrate', 6);
 /**
  * `--profile DIR`: the API and webhooks worker processes write CPU profiles there when they stop;
  * otherwise BENCH_NODE_ARGS are their node flags (e.g. `--perf-basic-prof`, to profile them with perf).
@@ -180,6 +187,8 @@ async function main(): Promise<void> {
     for (const rate of RATES) {
       // Waits count what arrived (one delivery per submission unless a receiver error made a retry).
       const arrived = () => receiver.deliveries.length;
+      const [bare] = CALIBRATE_S > 0 ? await bareEchoCost([rate], CALIBRATE_S) : [];
+      const bareRequestMs = bare && (bare.serverUsPerRequest + bare.clientUsPerRequest) / 1000;
       const warmup = await steadyLoad(api.url, seeded.formId, seeded.keys, rate, WARMUP_S);
       await waitUntil(() => arrived() >= seen + warmup.created.size, 60_000, 100).catch(() => undefined);
       seen = arrived();
@@ -214,6 +223,9 @@ async function main(): Promise<void> {
         postgresMs: perDelivered(used.postgres), redisMs: perDelivered(used.redis),
         // The load generator and the receiver share this process: near 100 % its own delays enter the figures.
         benchMs: perDelivered(used.bench), benchCpuPct: Math.round((100 * used.bench) / (load.seconds * 1000)),
+        // A bare node:http echo's request (server and client) at this rate just before, and the
+        // machine's CPU per delivered submission in such requests: comparable from day to day.
+        ...(bareRequestMs ? { bareRequestMs, machineInBareRequests: Number((used.machine / Math.max(1, latencies.length) / bareRequestMs).toFixed(1)) } : {}),
       });
       // Per delivered submission: its storing, the delivery's read and its attempt's record.
       const statements = topStatements(statsBefore.statements, statsAfter.statements, latencies.length, 5);

@@ -13,9 +13,6 @@ import { atFixedRate, benchArg, benchNumber } from './support';
  * itself varies from day to day.
  * Usage: node dist/test/bench/machine.js [--rates 200,1000,3000 --seconds 8]
  */
-const RATES = benchArg('rates', '200,1000,3000').split(',').map(Number);
-const SECONDS = benchNumber('seconds', 8);
-
 function serve(): void {
   const server = http.createServer((req, res) => {
     let body = '';
@@ -30,7 +27,14 @@ function serve(): void {
   server.listen(0, '127.0.0.1', () => process.send!((server.address() as AddressInfo).port));
 }
 
-async function main(): Promise<void> {
+export interface BareEchoCost {
+  rate: string;
+  serverUsPerRequest: number;
+  clientUsPerRequest: number;
+}
+
+/** CPU per request of the bare echo (its own process) and its client (this one), at each rate in turn. */
+export async function bareEchoCost(rates: readonly number[], seconds: number): Promise<BareEchoCost[]> {
   const child: ChildProcess = fork(__filename, ['--serve'], { stdio: 'inherit' });
   const port = await new Promise<number>((resolve) => child.once('message', (m) => resolve(Number(m))));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -43,12 +47,12 @@ async function main(): Promise<void> {
     req.on('error', reject);
     req.end(body);
   });
-  const rows: Array<Record<string, unknown>> = [];
+  const rows: BareEchoCost[] = [];
   try {
-    for (const rate of RATES) {
-      const total = rate * SECONDS;
+    for (const rate of rates) {
+      const total = rate * seconds;
       const [serverBefore, clientBefore] = [cpuMs(child.pid!), cpuMs('self')];
-      await atFixedRate(rate, SECONDS, post);
+      await atFixedRate(rate, seconds, post);
       rows.push({
         rate: `${rate}/s`,
         serverUsPerRequest: Math.round(((cpuMs(child.pid!) - serverBefore) * 1000) / total),
@@ -59,8 +63,11 @@ async function main(): Promise<void> {
     agent.destroy();
     child.kill();
   }
-  console.table(rows);
+  return rows;
 }
 
 if (process.argv.includes('--serve')) serve();
-else main().catch((err) => { console.error(err); process.exit(1); });
+else if (require.main === module) {
+  bareEchoCost(benchArg('rates', '200,1000,3000').split(',').map(Number), benchNumber('seconds', 8))
+    .then((rows) => console.table(rows), (err) => { console.error(err); process.exit(1); });
+}
