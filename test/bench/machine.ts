@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpuMs } from './cpu';
-import { atFixedRate, benchArg, benchNumber } from './support';
+import { announceRuntime, atFixedRate, benchArg, benchNumber } from './support';
 
 /**
  * What the machine charges for a request, before any of the service's code: a bare node:http JSON
@@ -11,7 +11,7 @@ import { atFixedRate, benchArg, benchNumber } from './support';
  * virtual machine a process woken from idle pays much more per wake-up than one that is kept busy,
  * so a request costs several times more CPU at 200/s than at 3,000/s, and the machine's speed
  * itself varies from day to day.
- * Usage: node dist/test/bench/machine.js [--rates 200,1000,3000 --seconds 8]
+ * Usage: npm run bench:machine [-- --rates 200,1000,3000 --seconds 8]
  */
 function serve(): void {
   const server = http.createServer((req, res) => {
@@ -68,6 +68,7 @@ export async function bareEchoCost(rates: readonly number[], seconds: number): P
 
 if (process.argv.includes('--serve')) serve();
 else if (require.main === module) {
+  announceRuntime();
   bareEchoCost(benchArg('rates', '200,1000,3000').split(',').map(Number), benchNumber('seconds', 8))
     .then((rows) => console.table(rows), (err) => { console.error(err); process.exit(1); });
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { initOrm } from '../../src/db/orm';
@@ -9,8 +10,23 @@ import { createWebhook } from '../../src/domain/webhooks/webhook-service';
 import { newId } from '../../src/lib/ids';
 import { deleteQueueKeys, dropDatabase } from '../support/databases';
 
+/**
+ * Prints the Node.js a bench runs on (its processes inherit it), and says so when it is not the
+ * pinned one: `node dist/test/bench/…` takes the machine's own node, which may be an older line
+ * whose figures differ (Node 20's AsyncLocalStorage runs on promise hooks, for one).
+ */
+export function announceRuntime(): void {
+  const { devDependencies } = JSON.parse(readFileSync(path.join(__dirname, '../../../package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+  const pinned = devDependencies.node;
+  const running = process.version.slice(1);
+  console.log(running === pinned
+    ? `Node.js ${running} (the pinned version)`
+    : `Node.js ${running}, NOT the pinned ${pinned}: run the bench through npm (npm run bench:…) or node_modules/.bin/node`);
+}
+
 /** A throwaway database and queue prefix for one benchmark run, removed afterwards. */
 export function benchEnvironment(label: string) {
+  announceRuntime();
   const runId = `${label}${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   const adminUrl = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const dbUrl = new URL(adminUrl);
