@@ -212,12 +212,13 @@ async function main(): Promise<void> {
       });
       const used = cpuUsed(cpuBefore.sample, cpuAfter.sample, env.databaseName);
       const perDelivered = (ms: number) => Number((ms / Math.max(1, latencies.length)).toFixed(3));
+      const machineMs = perDelivered(used.machine);
       cpuRows.push({
         phase: `steady ${rate}/s`,
         // How busy the machine was (all CPUs, from the load's start until its last delivery): near 100 %, every hop queues.
         machineBusyPct: Math.round((100 * used.machine) / ((cpuAfter.at - cpuBefore.at) * cpus().length)),
         // CPU ms per delivered submission: the whole machine, then by process (the API's per submission it created).
-        machineMs: perDelivered(used.machine),
+        machineMs,
         apiMs: Number((used.node / Math.max(1, load.created.size)).toFixed(3)),
         webhooksWorkerMs: perDelivered(cpuAfter.worker - cpuBefore.worker),
         postgresMs: perDelivered(used.postgres), redisMs: perDelivered(used.redis),
@@ -225,7 +226,7 @@ async function main(): Promise<void> {
         benchMs: perDelivered(used.bench), benchCpuPct: Math.round((100 * used.bench) / (load.seconds * 1000)),
         // A bare node:http echo's request (server and client) at this rate just before, and the
         // machine's CPU per delivered submission in such requests: comparable from day to day.
-        ...(bareRequestMs ? { bareRequestMs, machineInBareRequests: Number((used.machine / Math.max(1, latencies.length) / bareRequestMs).toFixed(1)) } : {}),
+        ...(bareRequestMs ? { bareRequestMs, machineInBareRequests: Number((machineMs / bareRequestMs).toFixed(1)) } : {}),
       });
       // Per delivered submission: its storing, the delivery's read and its attempt's record.
       const statements = topStatements(statsBefore.statements, statsAfter.statements, latencies.length, 5);
