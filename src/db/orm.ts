@@ -18,6 +18,7 @@ import { Migration20261123004000_store_submission_function } from './migrations/
 import { Migration20261124000000_drop_store_submission_function } from './migrations/Migration20261124000000_drop_store_submission_function';
 import { Migration20261124020000_payment_intents } from './migrations/Migration20261124020000_payment_intents';
 import { Migration20261125000000_uploads } from './migrations/Migration20261125000000_uploads';
+import { Migration20261125100000_delivery_job_groups } from './migrations/Migration20261125100000_delivery_job_groups';
 
 export type Orm = MikroORM<PostgreSqlDriver>;
 export type Em = EntityManager;
@@ -36,6 +37,7 @@ const MIGRATIONS = [
   { name: 'Migration20261124000000_drop_store_submission_function', class: Migration20261124000000_drop_store_submission_function },
   { name: 'Migration20261124020000_payment_intents', class: Migration20261124020000_payment_intents },
   { name: 'Migration20261125000000_uploads', class: Migration20261125000000_uploads },
+  { name: 'Migration20261125100000_delivery_job_groups', class: Migration20261125100000_delivery_job_groups },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

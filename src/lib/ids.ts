@@ -27,7 +27,7 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-export type IdPrefix = 'org' | 'key' | 'form' | 'sub' | 'fld' | 'page' | 'wh' | 'dlv' | 'evt' | 'crm' | 'upl';
+export type IdPrefix = 'org' | 'key' | 'form' | 'sub' | 'fld' | 'page' | 'wh' | 'dlv' | 'evt' | 'crm' | 'upl' | 'grp';
 
 export function newId(prefix: IdPrefix, length = 20): string {
   return `${prefix}_${randomBase62(length)}`;

@@ -148,7 +148,7 @@ export function nameRequestSpan(method: string | undefined, route: string | unde
   span.setAttributes(clean(attributes));
 }
 
-export type SpanKindName = 'internal' | 'producer' | 'client';
+export type SpanKindName = 'internal' | 'producer' | 'consumer' | 'client';
 
 /**
  * Runs `fn` inside a span of its own, child of the active one; without tracing, just runs it.
@@ -157,7 +157,9 @@ export type SpanKindName = 'internal' | 'producer' | 'client';
 export async function inSpan<T>(name: string, attributes: Attributes, fn: () => Promise<T>, kind: SpanKindName = 'internal'): Promise<T> {
   const otel = api;
   if (!otel) return fn();
-  const spanKind = { internal: otel.SpanKind.INTERNAL, producer: otel.SpanKind.PRODUCER, client: otel.SpanKind.CLIENT }[kind];
+  const spanKind = {
+    internal: otel.SpanKind.INTERNAL, producer: otel.SpanKind.PRODUCER, consumer: otel.SpanKind.CONSUMER, client: otel.SpanKind.CLIENT,
+  }[kind];
   return otel.trace.getTracer(DEFAULT_SERVICE_NAME).startActiveSpan(name, { kind: spanKind, attributes: clean(attributes) }, async (span) => {
     try {
       return await fn();
@@ -180,4 +182,18 @@ export function jobTraceMetadata(): string | undefined {
   const carrier: Record<string, string> = {};
   api.propagation.inject(api.context.active(), carrier);
   return carrier.traceparent ? JSON.stringify(carrier) : undefined;
+}
+
+/**
+ * Runs `fn` as the processing (a consumer span) of work queued under `metadata` (jobTraceMetadata),
+ * continuing the trace it was queued in: one member of a job that carries several traces.
+ */
+export async function continuingTrace<T>(metadata: string | undefined, name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+  const otel = api;
+  if (!otel || !metadata) return inSpan(name, attributes, fn, 'consumer');
+  let carrier: Record<string, string> = {};
+  try {
+    carrier = JSON.parse(metadata) as Record<string, string>;
+  } catch { /* not ours: the span goes under the active one */ }
+  return otel.context.with(otel.propagation.extract(otel.context.active(), carrier), () => inSpan(name, attributes, fn, 'consumer'));
 }

@@ -12,7 +12,14 @@ export interface JobCatalogue {
     fanout: { submissionId: string; outboxId: string };
     'fanout-deletion': { submissionId: string; outboxId: string };
   };
-  webhooks: { deliver: { deliveryId: string } };
+  webhooks: {
+    deliver: { deliveryId: string };
+    /**
+     * The first attempt of each delivery one storing group created (job_group), in one job: one
+     * BullMQ round trip for the lot. Each member carries the trace of the request that stored it.
+     */
+    'deliver-group': { group: string; deliveries: DeliveryGroupMember[] };
+  };
   crm: { sync: { syncId: string } };
   usage: {
     'relay-outbox': Record<string, never>;
@@ -20,6 +27,12 @@ export interface JobCatalogue {
     'maintenance': Record<string, never>;
     'sweep-owed': Record<string, never>;
   };
+}
+
+export interface DeliveryGroupMember {
+  deliveryId: string;
+  /** The storing request's trace context (jobTraceMetadata), so the attempt continues its trace. */
+  trace?: string;
 }
 
 export type QueueName = keyof JobCatalogue;
@@ -30,7 +43,7 @@ export const QUEUE_NAMES: readonly QueueName[] = ['submissions', 'webhooks', 'cr
 
 export const JOB_NAMES: { [Q in QueueName]: readonly JobName<Q>[] } = {
   submissions: ['fanout', 'fanout-deletion'],
-  webhooks: ['deliver'],
+  webhooks: ['deliver', 'deliver-group'],
   crm: ['sync'],
   usage: ['relay-outbox', 'rollup-usage', 'maintenance', 'sweep-owed'],
 };
@@ -68,6 +81,11 @@ export const jobIds = {
   fanoutDeletion: (submissionId: string) => `fanout-deleted-${submissionId}`,
   /** One id per delivery for its whole life: a manual retry or a recovery replaces its job (Producer.requeue). */
   deliver: (deliveryId: string) => `deliver-${deliveryId}`,
+  /**
+   * The job holding the first attempts of a storing group's deliveries: while it is live, so are
+   * its members' (Producer.requeue's `heldBy`), so nothing queues them a second time.
+   */
+  deliverGroup: (group: string) => `deliver-group-${group}`,
   crmSync: (syncId: string, generation = 0) => generation ? `crm-${syncId}-r${generation}` : `crm-${syncId}`,
 };
 
@@ -76,6 +94,7 @@ export interface JobOptions {
   jobId: string;
   attempts?: number;
   delay?: number;
+  removeOnComplete?: boolean;
 }
 
 type Payloads = { [Q in QueueName]: { [N in JobName<Q>]: (payload: JobPayload<Q, N>) => string } };
@@ -86,12 +105,22 @@ const JOB_ID: { [Q in Exclude<QueueName, 'usage'>]: Payloads[Q] } = {
     fanout: ({ submissionId }) => jobIds.fanout(submissionId),
     'fanout-deletion': ({ submissionId }) => jobIds.fanoutDeletion(submissionId),
   },
-  webhooks: { deliver: ({ deliveryId }) => jobIds.deliver(deliveryId) },
+  webhooks: {
+    deliver: ({ deliveryId }) => jobIds.deliver(deliveryId),
+    'deliver-group': ({ group }) => jobIds.deliverGroup(group),
+  },
   crm: { sync: ({ syncId }) => jobIds.crmSync(syncId) },
 };
 
 /** Queues whose jobs retry on the configured delay list: one attempt more than it has delays. */
 const SCHEDULED_RETRIES: ReadonlySet<QueueName> = new Set(['webhooks', 'crm']);
+
+/**
+ * Jobs that run once: a group's members that need a second attempt continue as jobs of their own,
+ * and a group job that failed leaves its unattempted members to the sweeps. Kept only when failed:
+ * a completed one tells nothing its rows do not.
+ */
+const SINGLE_RUN: ReadonlySet<string> = new Set(['webhooks/deliver-group']);
 
 /**
  * The options of one job. `retrySchedule` is the configured delay list; without it, scheduled jobs
@@ -101,6 +130,7 @@ export function jobOptions<Q extends Exclude<QueueName, 'usage'>, N extends JobN
   queue: Q, name: N, payload: JobPayload<Q, N>, retrySchedule?: readonly number[],
 ): JobOptions {
   const jobId = (JOB_ID[queue] as Record<string, (p: unknown) => string>)[name](payload);
+  if (SINGLE_RUN.has(`${queue}/${name}`)) return { jobId, attempts: 1, removeOnComplete: true };
   if (!retrySchedule || !SCHEDULED_RETRIES.has(queue)) return { jobId };
   return { jobId, attempts: maxAttempts(retrySchedule) };
 }

@@ -2,7 +2,9 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { TickBatch } from '../lib/tick-batch';
 import { bullmqTelemetry, inSpan, jobTraceMetadata } from '../lib/tracing';
-import { DEFAULT_JOB_OPTIONS, jobOptions, QUEUE_NAMES, type JobName, type JobOptions, type JobPayload, type QueueName } from './catalogue';
+import {
+  DEFAULT_JOB_OPTIONS, jobIds, jobOptions, QUEUE_NAMES, type DeliveryGroupMember, type JobName, type JobOptions, type JobPayload, type QueueName,
+} from './catalogue';
 
 /** Queues whose jobs are added by id (the usage queue runs on schedulers). */
 type IdQueue = Exclude<QueueName, 'usage'>;
@@ -16,8 +18,18 @@ const QUEUE_CALL_TIMEOUT_MS = 2_000;
 interface PendingJob {
   name: string;
   data: unknown;
-  opts: JobOptions & { telemetry?: { metadata: string } };
+  opts: JobOptions & { telemetry?: { metadata?: string; omitContext?: boolean } };
 }
+
+/** States of a job that will still run, or runs now. */
+const LIVE_STATES: ReadonlySet<string> = new Set(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
+
+/**
+ * How many storing groups whose job was added are remembered, so a member handed over after its
+ * group's job (never expected: members are handed over in the turn their group is answered) gets
+ * a job of its own rather than joining a job that has gone.
+ */
+const ADDED_GROUPS_REMEMBERED = 10_000;
 
 /**
  * The one place that adds jobs; typed by the catalogue, which also gives each job its id and
@@ -28,6 +40,10 @@ export class Producer {
   private readonly queues = new Map<QueueName, Queue>();
   /** Per queue, the jobs added in one tick (addSoon). */
   private readonly ticks = new Map<IdQueue, TickBatch<PendingJob, void>>();
+  /** The deliveries handed over in one tick, by storing group (deliverSoon). */
+  private readonly groupMembers = new TickBatch<{ group: string; member: DeliveryGroupMember }, void>((items) => this.addGroups(items));
+  /** Groups whose job was added, oldest first. */
+  private readonly addedGroups = new Set<string>();
 
   constructor(private readonly connection: Redis, prefix: string, private readonly retrySchedule?: readonly number[]) {
     // Each call waiting for the connection listens for it: one per request in flight at most.
@@ -97,10 +113,11 @@ export class Producer {
    * - a job running now is left alone (it reads the row afresh when it settles): 'live';
    * - a waiting or delayed job is left alone ('live') unless `replaceWaiting`, which replaces it so
    *   its schedule gives way to `delay` (a manual retry runs now, not at the old retry time);
-   * - a completed or failed job, or none at all (Redis forgot it), is (re)added: 'queued'.
+   * - a completed or failed job, or none at all (Redis forgot it), is (re)added: 'queued', unless
+   *   `heldBy` names another job that holds the row's work (its delivery group's) and is live.
    */
   async requeue<Q extends IdQueue, N extends JobName<Q>>(
-    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> & { replaceWaiting?: boolean } = {},
+    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> & { replaceWaiting?: boolean; heldBy?: string | null } = {},
   ): Promise<'queued' | 'live'> {
     return this.bounded(() => this.requeueNow(queue, name, payload, { ...this.options(queue, name, payload), ...overrides }));
   }
@@ -111,14 +128,20 @@ export class Producer {
 
   private async requeueNow<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>,
-    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean },
+    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean; heldBy?: string | null },
   ): Promise<'queued' | 'live'> {
     const q = this.queue(queue);
     const existing = await q.getJob(opts.jobId);
+    const state = existing ? await existing.getState() : 'unknown';
+    if (state === 'active') return 'live';
+    if (LIVE_STATES.has(state)) {
+      if (!opts.replaceWaiting) return 'live';
+    } else if (opts.heldBy) {
+      // Its own job has ended or never was: a live job holding the row still owns its next attempt.
+      const holder = await q.getJob(opts.heldBy);
+      if (holder && LIVE_STATES.has(await holder.getState())) return 'live';
+    }
     if (existing) {
-      const state = await existing.getState();
-      if (state === 'active') return 'live';
-      if (!opts.replaceWaiting && state !== 'completed' && state !== 'failed' && state !== 'unknown') return 'live';
       try {
         await existing.remove();
       } catch {
@@ -168,6 +191,46 @@ export class Producer {
       const metadata = jobTraceMetadata();
       return batch.call({ name, data: payload, opts: metadata ? { ...opts, telemetry: { metadata } } : opts });
     }, 'producer');
+  }
+
+  /**
+   * Queues a new delivery's first attempt with the others its storing group created (`group`, its
+   * row's job_group): the members handed over in one tick become one `deliver-group` job, added in
+   * one round trip with the tick's other groups. Without a group, or once its group's job was added,
+   * the delivery gets a job of its own. Fails at once while Redis is down, like addSoon.
+   */
+  deliverSoon(deliveryId: string, group: string | null): Promise<void> {
+    if (!group || this.addedGroups.has(group)) return this.addSoon('webhooks', 'deliver', { deliveryId });
+    if (!this.isConnected()) return Promise.reject(new QueueUnavailableError('Redis is not connected'));
+    const attributes = {
+      'bullmq.queue.name': 'webhooks', 'bullmq.job.name': 'deliver-group', 'bullmq.job.id': jobIds.deliverGroup(group),
+      'form_service.delivery.id': deliveryId,
+    };
+    return inSpan('enqueue webhooks.deliver', attributes, () => {
+      const trace = jobTraceMetadata();
+      return this.groupMembers.call({ group, member: trace ? { deliveryId, trace } : { deliveryId } });
+    }, 'producer');
+  }
+
+  private async addGroups(items: Array<{ group: string; member: DeliveryGroupMember }>): Promise<void[]> {
+    const members = new Map<string, DeliveryGroupMember[]>();
+    for (const { group, member } of items) {
+      const list = members.get(group);
+      if (list) list.push(member);
+      else members.set(group, [member]);
+    }
+    const jobs = [...members].map(([group, deliveries]): PendingJob => {
+      this.rememberAdded(group);
+      const data = { group, deliveries };
+      // Each member continues its own trace (DeliveryGroupMember.trace), not the one this add runs in.
+      return { name: 'deliver-group', data, opts: { ...this.options('webhooks', 'deliver-group', data), telemetry: { omitContext: true } } };
+    });
+    return this.addTogether('webhooks', jobs).then(() => items.map(() => undefined));
+  }
+
+  private rememberAdded(group: string): void {
+    this.addedGroups.add(group);
+    if (this.addedGroups.size > ADDED_GROUPS_REMEMBERED) this.addedGroups.delete(this.addedGroups.values().next().value!);
   }
 
   private async addTogether(queue: IdQueue, jobs: PendingJob[]): Promise<void[]> {

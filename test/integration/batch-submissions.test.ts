@@ -3,7 +3,7 @@ import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
 import { eventIdForSubmission } from '../../src/domain/webhooks/events';
 import { jobIds } from '../../src/queues/catalogue';
-import { startStack, waitUntil, type Stack } from '../support/worker-stack';
+import { deliveryJob, startStack, waitUntil, type Stack } from '../support/worker-stack';
 import {
   call, createKey, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant,
 } from '../support/harness';
@@ -92,7 +92,7 @@ describe('batch submissions (POST /v1/forms/{formId}/submissions/batch)', () => 
     expect(new Set(deliveries.map((d: any) => d.webhook_id))).to.deep.equal(new Set([hook.body.webhook.id]));
     const syncs = await query(`select id, submission_id from crm_syncs where submission_id = any(string_to_array(?, ','))`, [[...before, ...after].join(',')]);
     expect(syncs.map((s: any) => s.submission_id).sort()).to.deep.equal([...before, ...after].sort());
-    for (const d of deliveries) await waitUntil('its job', async () => t.app.producer.queue('webhooks').getJob(jobIds.deliver(d.id)));
+    for (const d of deliveries) await waitUntil('its job', async () => deliveryJob(t.app, d.id));
     for (const s of syncs) await waitUntil('its job', async () => t.app.producer.queue('crm').getJob(jobIds.crmSync(s.id)));
   });
 

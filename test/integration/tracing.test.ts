@@ -133,7 +133,7 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
 
     await webhookReceiver.waitFor(2, 15_000);
     const [delivery] = await setupApp.app.orm.em.fork().execute(
-      'select id from webhook_deliveries where organization_id = ? and webhook_id = ?', [tenant.organizationId, hook.body.webhook.id],
+      'select id, job_group from webhook_deliveries where organization_id = ? and webhook_id = ?', [tenant.organizationId, hook.body.webhook.id],
     );
     await waitUntil('the delivery to succeed', async () => {
       const [row] = await setupApp.app.orm.em.fork().execute('select status from webhook_deliveries where id = ?', [delivery.id]);
@@ -167,10 +167,11 @@ describe('tracing (OpenTelemetry, one trace per submission)', function () {
       .to.match(/insert into submissions/i);
     expect(named((s) => dbSystem(s) === 'redis').length, 'Redis calls').to.be.greaterThan(0);
 
-    // The enqueue, and the job's processing in the worker as a child of it, once per attempt.
+    // The enqueue (into its storing group's job, which holds the first attempt), and the delivery's
+    // processing in the worker as a child of it, once per attempt.
     const [enqueue] = named((s) => s.name === 'enqueue webhooks.deliver');
     expect(enqueue.kind).to.equal(SPAN_KIND.producer);
-    expect(enqueue.attributes['bullmq.job.id']).to.equal(`deliver-${delivery.id}`);
+    expect(enqueue.attributes).to.include({ 'bullmq.job.id': `deliver-group-${delivery.job_group}`, 'form_service.delivery.id': delivery.id });
     const processing = named((s) => s.kind === SPAN_KIND.consumer && s.resource['form_service.process.role'] === 'worker');
     expect(processing).to.have.length(2);
     const underEnqueue = (span: ReceivedSpan): boolean => {

@@ -2,11 +2,10 @@ import { expect } from 'chai';
 import { fanOutSubmission } from '../../src/domain/submissions/fanout';
 import { eventIdForSubmission } from '../../src/domain/webhooks/events';
 import { verifySignature } from '../../src/domain/webhooks/signing';
-import { jobIds } from '../../src/queues/catalogue';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
-import { startStack, waitUntil, type Stack } from '../support/worker-stack';
+import { deliveryJob, startStack, waitUntil, type Stack } from '../support/worker-stack';
 
 const FIELDS = [
   { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
@@ -269,7 +268,6 @@ describe('fan-out decided by the storing statement (no workers running)', () => 
     const quietForm = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
     const other = await createPublishedForm(quiet.api.url, tenant.key, FIELDS);
     const receiver = await startReceiver();
-    const webhooksQueue = quiet.api.app.producer.queue('webhooks');
     const createWebhook = async (body: Record<string, unknown>) => {
       const res = await call(quiet.api.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { url: receiver.url, events: ['submission.created'], ...body } });
       expect(res.status).to.equal(201);
@@ -306,7 +304,7 @@ describe('fan-out decided by the storing statement (no workers running)', () => 
           },
         },
       });
-      await waitUntil('its job', async () => webhooksQueue.getJob(jobIds.deliver(delivery.id)));
+      await waitUntil('its job', async () => deliveryJob(quiet.api.app, delivery.id));
       expect(quiet.api.app.formCache.webhookHint(quietForm.id)).to.equal(1);
 
       // The hint says one: a second webhook since then still gets its own delivery.
@@ -314,7 +312,7 @@ describe('fan-out decided by the storing statement (no workers running)', () => 
       const third = await submitted();
       const rows = await deliveriesOf(third.id);
       expect(rows.map((r: any) => r.webhook_id).sort()).to.deep.equal([orgWide, formHook].sort());
-      for (const row of rows) await waitUntil('its job', async () => webhooksQueue.getJob(jobIds.deliver(row.id)));
+      for (const row of rows) await waitUntil('its job', async () => deliveryJob(quiet.api.app, row.id));
 
       // Stale the other way (webhooks gone): the payload was built for nothing, and nothing is stored.
       await em.execute('update webhooks set enabled = false where id in (?, ?)', [orgWide, formHook]);

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../config';
 import { createAppContext, type AppContext } from '../../src/app';
 import { createLogger } from '../../src/lib/logger';
-import type { QueueName } from '../../src/queues/catalogue';
+import type { Job } from 'bullmq';
+import { jobIds, type JobPayload, type QueueName } from '../../src/queues/catalogue';
 import { startWorkers, type RunningWorkers } from '../../workers/runtime';
 import { startTestApp, type TestApp } from './harness';
 import { deleteQueueKeys } from './databases';
@@ -67,6 +68,22 @@ export async function waitUntil<T>(what: string, check: () => Promise<T>, timeou
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * The job queued for a delivery: its own (`deliver-<id>`), or the job of its storing group
+ * (`deliver-group-<job_group>`) when that job names it.
+ */
+export async function deliveryJob(app: AppContext, deliveryId: string): Promise<Job | undefined> {
+  const queue = app.producer.queue('webhooks');
+  const own = await queue.getJob(jobIds.deliver(deliveryId));
+  if (own) return own;
+  const [row] = await app.orm.em.fork().execute<Array<{ job_group: string | null }>>(
+    'select job_group from webhook_deliveries where id = ?', [deliveryId],
+  );
+  if (!row?.job_group) return undefined;
+  const group: Job<JobPayload<'webhooks', 'deliver-group'>> | undefined = await queue.getJob(jobIds.deliverGroup(row.job_group));
+  return group?.data.deliveries.some((member) => member.deliveryId === deliveryId) ? group : undefined;
 }
 
 export type WorkerChild = ServiceProcess;

@@ -40,8 +40,14 @@ describe('the storing statement: what each item gets', () => {
       },
     });
     expect(itemOutcome(fanned, answer({ webhooks: 2 }))).to.deep.equal(
-      { kind: 'created', deliveryIds: ['dlv_1', 'dlv_2'], syncIds: ['crm_1'], webhooks: 2 });
-    expect(itemOutcome(row(), answer())).to.deep.equal({ kind: 'created', deliveryIds: [], syncIds: [], webhooks: 0 });
+      { kind: 'created', deliveryIds: ['dlv_1', 'dlv_2'], jobGroup: null, syncIds: ['crm_1'], webhooks: 2 });
+    expect(itemOutcome(row(), answer())).to.deep.equal({ kind: 'created', deliveryIds: [], jobGroup: null, syncIds: [], webhooks: 0 });
+  });
+
+  it('names the job group its deliveries were written with, and none when it has no deliveries', () => {
+    const fanned = row({ fanout: { event: { id: 'evt_1', payload: '{}' }, deliveryIds: ['dlv_1'], syncs: [] } });
+    expect(itemOutcome(fanned, answer({ webhooks: 1 }), 'grp_1')).to.include({ jobGroup: 'grp_1' });
+    expect(itemOutcome(fanned, answer({ webhooks: 0 }), 'grp_1')).to.include({ jobGroup: null });
   });
 
   it('never takes an item neither stored nor refused for a stored one', () => {

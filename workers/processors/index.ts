@@ -4,13 +4,13 @@ import type { JobName, QueueName } from '../../src/queues/catalogue';
 import { sync } from './crm';
 import { fanout, fanoutDeletion } from './submissions';
 import { maintenance, relay, rollup, scheduleUsageJobs, sweep } from './usage';
-import { deliver } from './webhooks';
+import { deliver, deliverGroup } from './webhooks';
 
 export type Processor = (app: AppContext, job: Job) => Promise<unknown>;
 
 export const PROCESSORS: { [Q in QueueName]: Record<JobName<Q>, Processor> } = {
   submissions: { fanout, 'fanout-deletion': fanoutDeletion },
-  webhooks: { deliver },
+  webhooks: { deliver, 'deliver-group': deliverGroup },
   crm: { sync },
   usage: { 'relay-outbox': relay, 'rollup-usage': rollup, 'maintenance': maintenance, 'sweep-owed': sweep },
 };

@@ -1,24 +1,84 @@
 import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
-import { attemptDelivery } from '../../src/domain/webhooks/deliver';
+import { attemptDelivery, type DeliveryRun } from '../../src/domain/webhooks/deliver';
 import { deliveryGiveUpMessage } from '../../src/domain/webhooks/policy';
 import { metrics } from '../../src/lib/metrics';
-import { annotate, inSpan } from '../../src/lib/tracing';
-import type { JobPayload } from '../../src/queues/catalogue';
+import { annotate, continuingTrace, inSpan } from '../../src/lib/tracing';
+import type { DeliveryGroupMember, JobPayload } from '../../src/queues/catalogue';
 import { settle } from '../settle';
 
 const RESULT_LABEL = { succeeded: 'succeeded', retry: 'retrying', failed: 'failed', disable: 'disabled' } as const;
+
+/** Counts an attempt made; a skipped run is named on its span instead. */
+function noted(run: DeliveryRun): run is Extract<DeliveryRun, { kind: 'attempted' }> {
+  if (run.kind === 'skipped') {
+    annotate({ 'form_service.delivery.skipped': run.reason });
+    return false;
+  }
+  metrics.webhookDeliveries.inc({ result: RESULT_LABEL[run.decision.kind] });
+  return true;
+}
 
 /** One attempt per job run; the row counts the attempts and decides when they are used up. */
 export async function deliver(app: AppContext, job: Job<JobPayload<'webhooks', 'deliver'>>) {
   const { deliveryId } = job.data;
   return inSpan('webhook delivery attempt', { 'form_service.delivery.id': deliveryId, 'bullmq.job.attempts.made': job.attemptsMade }, async () => {
     const run = await attemptDelivery(app, deliveryId);
-    if (run.kind === 'skipped') {
-      annotate({ 'form_service.delivery.skipped': run.reason });
-      return run;
-    }
-    metrics.webhookDeliveries.inc({ result: RESULT_LABEL[run.decision.kind] });
+    if (!noted(run)) return run;
     return settle(run, deliveryGiveUpMessage);
   });
+}
+
+/**
+ * The first attempt of each delivery a storing group created, up to the worker's concurrency at a
+ * time. A member that needs another attempt continues as a job of its own (`deliver-<id>`), due
+ * when its row says; if that job cannot be added, the row's next attempt time leaves it to the
+ * sweep of owed work.
+ *
+ * Only members never attempted are attempted: while this job is live the sweeps, a manual retry
+ * and a recovery leave its members to it (Producer.requeue's `heldBy`), and a member attempted once
+ * is its own job's. So a run after a stall (its worker died) attempts just what the dead run had
+ * not recorded, as a stalled job of one delivery would. A member whose attempt could not be made
+ * (the database away) fails the job once the others are done; its row, never attempted, goes to
+ * the sweep of unqueued deliveries.
+ */
+export async function deliverGroup(app: AppContext, job: Job<JobPayload<'webhooks', 'deliver-group'>>) {
+  const { deliveries } = job.data;
+  const errors: string[] = [];
+  let attempted = 0;
+  await inLanes(deliveries, app.config.webhookWorkerConcurrency, async (member) => {
+    try {
+      if (await firstAttempt(app, member)) attempted++;
+    } catch (err) {
+      errors.push(`${member.deliveryId}: ${(err as Error).message}`);
+    }
+  });
+  if (errors.length) throw new Error(`${errors.length} of ${deliveries.length} deliveries could not be attempted (${errors.slice(0, 3).join('; ')})`);
+  return { deliveries: deliveries.length, attempted };
+}
+
+/** A member's first attempt, in the trace of the request that stored it; whether it was made. */
+function firstAttempt(app: AppContext, { deliveryId, trace }: DeliveryGroupMember): Promise<boolean> {
+  const attributes = { 'form_service.delivery.id': deliveryId };
+  return continuingTrace(trace, 'process webhooks.deliver', attributes, () => inSpan('webhook delivery attempt', attributes, async () => {
+    const run = await attemptDelivery(app, deliveryId, { firstOnly: true });
+    if (!noted(run)) return false;
+    const { decision, result } = run;
+    if (decision.kind === 'retry') {
+      await app.producer.add('webhooks', 'deliver', { deliveryId }, { delay: decision.delayMs })
+        .catch((err: Error) => app.logger.debug({ err: err.message, deliveryId }, 'retry left to the sweep of owed work'));
+    } else if (decision.kind !== 'succeeded') {
+      app.logger.error({ deliveryId, err: deliveryGiveUpMessage(decision, result.error ?? '') }, 'delivery failed for good');
+    }
+    return true;
+  }));
+}
+
+/** Runs `fn` over `items`, at most `lanes` at a time. */
+async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) await fn(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
 }

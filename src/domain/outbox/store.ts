@@ -51,13 +51,14 @@ export const OWED_BATCH = 500;
 
 /**
  * Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, oldest first;
- * with `neverAttempted`, only those whose first attempt has not been made.
+ * with `neverAttempted`, only those whose first attempt has not been made. A delivery's job_group
+ * names the group job that may still hold it.
  */
 export async function findOverdue(
   em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number, neverAttempted = false,
-): Promise<Array<{ id: string }>> {
-  return em.execute<Array<{ id: string }>>(
-    `select id from ${table} where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
+): Promise<Array<{ id: string; job_group: string | null }>> {
+  return em.execute<Array<{ id: string; job_group: string | null }>>(
+    `select id, ${table === 'webhook_deliveries' ? 'job_group' : 'null as job_group'} from ${table} where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
         ${neverAttempted ? 'and attempts = 0' : ''}
       order by next_attempt_at limit ${OWED_BATCH}`,
     [graceMs],

@@ -1,3 +1,4 @@
+import { requeueDelivery } from '../webhooks/jobs';
 import type { OutboxDeps } from './relay';
 import { findOverdue } from './store';
 
@@ -8,7 +9,8 @@ export interface SweepReport {
 
 /**
  * The database decides what is still owed: a pending delivery or sync whose next attempt is overdue
- * by more than `graceMs` is queued again under its own job id, unless a live job holds that id. So
+ * by more than `graceMs` is queued again under its own job id, unless a live job holds that id or,
+ * for a delivery not attempted yet, its storing group's job is live and will attempt it. So
  * an emptied Redis, a job that stalled for good, or an enqueue lost after a commit all end in an
  * attempt, with the same delivery id. Bounded per run, oldest first.
  */
@@ -32,8 +34,8 @@ export async function sweepUnqueued(deps: OutboxDeps): Promise<SweepReport> {
 async function sweep(deps: OutboxDeps, graceMs: number, neverAttempted: boolean): Promise<SweepReport> {
   const em = deps.orm.em.fork();
   let deliveriesQueued = 0;
-  for (const { id } of await findOverdue(em, 'webhook_deliveries', graceMs, neverAttempted)) {
-    const outcome = await deps.producer.requeue('webhooks', 'deliver', { deliveryId: id });
+  for (const { id, job_group: group } of await findOverdue(em, 'webhook_deliveries', graceMs, neverAttempted)) {
+    const outcome = await requeueDelivery(deps.producer, { id, jobGroup: group });
     if (outcome === 'queued') deliveriesQueued++;
   }
   let syncsQueued = 0;

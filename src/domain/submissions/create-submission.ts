@@ -287,15 +287,15 @@ async function answerOf(deps: SubmissionDeps, checked: CheckedSubmission, outcom
 }
 
 /**
- * After commit: count them, remember how many webhooks listened, and queue the deliveries and syncs
- * their statement created. When Redis is down or the add fails, the rows stay pending and the sweep
+ * After commit: count them, remember how many webhooks listened, and queue the deliveries (with the
+ * rest of their storing group, in one job) and syncs their statement created. When Redis is down or the add fails, the rows stay pending and the sweep
  * of owed work queues them (sweep-owed.ts), so a failure here is not an error.
  */
 export function submissionStored(deps: SubmissionDeps, rows: SubmissionRow[], created: CreatedFanout): void {
   for (const row of rows) metrics.submissions.inc({ source: row.source });
   deps.formCache.noteWebhooks(rows[0].formId, created.webhooks);
   const deferred = (err: Error) => deps.logger.debug({ err: err.message, submissionId: rows[0].id }, 'enqueue left to the owed-work sweep');
-  for (const deliveryId of created.deliveryIds) deps.producer.addSoon('webhooks', 'deliver', { deliveryId }).catch(deferred);
+  for (const deliveryId of created.deliveryIds) deps.producer.deliverSoon(deliveryId, created.jobGroup).catch(deferred);
   for (const syncId of created.syncIds) deps.producer.addSoon('crm', 'sync', { syncId }).catch(deferred);
 }
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PLAN_LIMITS, PLANS } from '../../../config/plans';
 import type { Em, Orm } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
+import { newId } from '../../lib/ids';
 import type { Logger } from '../../lib/logger';
 import { metrics } from '../../lib/metrics';
 import { GroupCommit } from '../../lib/tick-batch';
@@ -89,6 +90,8 @@ export interface SubmissionFanout {
 /** The pending work a stored submission's statement created, for its jobs after commit. */
 export interface CreatedFanout {
   deliveryIds: string[];
+  /** The storing group its deliveries were written with (their `job_group`), to share one job; null: each its own. */
+  jobGroup: string | null;
   syncIds: string[];
   /** How many webhooks matched: the hint for the form's next submission. */
   webhooks: number;
@@ -212,7 +215,8 @@ export function storeSubmissionsSql({ claims }: { claims: boolean }): string {
 with items as (
   select x.* from jsonb_to_recordset($1::jsonb) as x(seq int, org text, form text, form_updated timestamptz, month text,
          id text, data jsonb, email text, name text, source text, created timestamptz,
-         idem_key text, idem_hash text, idem_body jsonb, idem_token text, event_id text, event text, dlv_ids text[], syncs jsonb)
+         idem_key text, idem_hash text, idem_body jsonb, idem_token text, event_id text, event text, dlv_ids text[], syncs jsonb,
+         job_group text)
 )${claims ? `, item_claims as (
   select c.seq, c.kind, c.id, ''::text as scope from jsonb_to_recordset($4::jsonb) as c(seq int, kind text, id text)
   union all
@@ -320,8 +324,8 @@ ${claims ? `), taken as (
    where i.idem_token is not null and k.organization_id = i.org and k.key = i.idem_key
   returning 1
 ), delivery as (
-  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
-  select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now()
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, job_group)
+  select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now(), i.job_group
     from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)
    order by i.seq, h.n
   returning 1
@@ -372,15 +376,19 @@ export function claimsNothing(rows: SubmissionRow[]): boolean {
 }
 
 /** The statement that stores `rows`: its prepared statement's name, its text and its values. */
-export function storingStatement(rows: SubmissionRow[], decisive: boolean): { name: string; text: string; values: unknown[] } {
+export function storingStatement(rows: SubmissionRow[], decisive: boolean, jobGroup: string | null = null)
+  : { name: string; text: string; values: unknown[] } {
   const claims = !claimsNothing(rows);
   return claims
-    ? { name: 'store_submissions', text: STORE_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, decisive) }
-    : { name: 'store_submissions_plain', text: STORE_PLAIN_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, decisive, false) };
+    ? { name: 'store_submissions', text: STORE_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, decisive, true, jobGroup) }
+    : { name: 'store_submissions_plain', text: STORE_PLAIN_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, decisive, false, jobGroup) };
 }
 
-/** A row as an item of the storing statement (jsonb_to_recordset reads the columns it names). */
-export function storingItem(row: SubmissionRow, seq: number) {
+/**
+ * A row as an item of the storing statement (jsonb_to_recordset reads the columns it names);
+ * `jobGroup`: the job its deliveries share (CreatedFanout.jobGroup).
+ */
+export function storingItem(row: SubmissionRow, seq: number, jobGroup: string | null = null) {
   return {
     seq, org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(), month: row.month,
     id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, source: row.source,
@@ -389,6 +397,7 @@ export function storingItem(row: SubmissionRow, seq: number) {
     idem_body: row.idempotency?.responseBody ?? null, idem_token: row.idempotency?.claimToken ?? null,
     event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
     syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
+    job_group: row.fanout?.deliveryIds.length ? jobGroup : null,
   };
 }
 
@@ -396,8 +405,8 @@ export function storingItem(row: SubmissionRow, seq: number) {
  * The values of STORE_SUBMISSIONS_SQL for `rows` (`decisive`: all of one organization and month);
  * with `claims` false, those of STORE_PLAIN_SUBMISSIONS_SQL (no $4).
  */
-export function storeSubmissionsValues(rows: SubmissionRow[], decisive = false, claims = true): unknown[] {
-  const values = [JSON.stringify(rows.map(storingItem)), PLAN_QUOTAS_JSON, decisive];
+export function storeSubmissionsValues(rows: SubmissionRow[], decisive = false, claims = true, jobGroup: string | null = null): unknown[] {
+  const values = [JSON.stringify(rows.map((row, seq) => storingItem(row, seq, jobGroup))), PLAN_QUOTAS_JSON, decisive];
   return claims ? [...values, JSON.stringify(storingClaims(rows))] : values;
 }
 
@@ -447,7 +456,7 @@ export const AGAIN = { kind: 'again' } as const;
  * What the statement decided for a row, in the order clients see the checks: a changed form, a
  * lost idempotency claim, webhooks it brought no delivery for, the quota, a claim taken.
  */
-export function itemOutcome(row: SubmissionRow, answer: ItemAnswer): InsertOutcome | Uncounted | typeof AGAIN {
+export function itemOutcome(row: SubmissionRow, answer: ItemAnswer, jobGroup: string | null = null): InsertOutcome | Uncounted | typeof AGAIN {
   if (!answer.form_ok) return { kind: 'form_changed' };
   if (!answer.idem_held) return { kind: 'idempotency_lost' };
   if (!answer.listeners_ok) return { kind: 'listeners_unknown', webhooks: answer.webhooks };
@@ -459,6 +468,7 @@ export function itemOutcome(row: SubmissionRow, answer: ItemAnswer): InsertOutco
   return {
     kind: 'created',
     deliveryIds: (row.fanout?.deliveryIds ?? []).slice(0, answer.webhooks),
+    jobGroup: answer.webhooks > 0 ? jobGroup : null,
     syncIds: (row.fanout?.syncs ?? []).map((sync) => sync.id),
     webhooks: answer.webhooks,
   };
@@ -500,11 +510,12 @@ const MAX_CLAIM_RERUNS = 3;
  * One run of the statement. When it fails for what an item may hold, each item runs alone, so that
  * one cannot fail its neighbours; an item whose own statement fails gets that error.
  */
-async function runStatement(orm: Orm, logger: Logger | null, rows: SubmissionRow[], decisive: boolean)
+async function runStatement(run: StoringRun, rows: SubmissionRow[], decisive: boolean)
   : Promise<Array<ItemAnswer | { error: unknown }>> {
+  const { orm, logger } = run;
   for (let reruns = 0; ; reruns++) {
     try {
-      const { name, text, values } = storingStatement(rows, decisive);
+      const { name, text, values } = storingStatement(rows, decisive, run.jobGroup);
       return await preparedQuery<ItemAnswer>(orm.em, name, text, values);
     } catch (err) {
       if (String((err as Error)?.message).includes(CLAIMS_SPLIT) && reruns < MAX_CLAIM_RERUNS) continue;
@@ -512,24 +523,35 @@ async function runStatement(orm: Orm, logger: Logger | null, rows: SubmissionRow
       // would only make every request wait that long again.
       if (rows.length === 1 || !causedByAnItem(err)) return rows.map(() => ({ error: err }));
       logger?.warn({ err: (err as Error).message, submissions: rows.length }, 'storing submissions together failed: storing each alone');
-      return Promise.all(rows.map(async (row) => (await runStatement(orm, logger, [row], decisive))[0]));
+      return Promise.all(rows.map(async (row) => (await runStatement(run, [row], decisive))[0]));
     }
   }
+}
+
+/** What every statement of one storeSubmissions call shares. */
+interface StoringRun {
+  orm: Orm;
+  logger: Logger | null;
+  /** Written on the deliveries its statements create (CreatedFanout.jobGroup). */
+  jobGroup: string | null;
 }
 
 /**
  * Stores `rows` (any organizations, forms and months) and answers each as if it had been stored
  * alone: the statement runs once for all of them; the items it left uncounted run again, once their
- * month's slots are split or waiting for them in turn, and deferred items once more.
+ * month's slots are split or waiting for them in turn, and deferred items once more. The deliveries
+ * they create are written with `jobGroup`, the one job that will hold them (null: each its own).
  */
-export async function storeSubmissions(orm: Orm, rows: SubmissionRow[], logger: Logger | null = null): Promise<Settled[]> {
-  return settle(orm, logger, rows, false, 0, 0);
+export async function storeSubmissions(
+  orm: Orm, rows: SubmissionRow[], logger: Logger | null = null, jobGroup: string | null = null,
+): Promise<Settled[]> {
+  return settle({ orm, logger, jobGroup }, rows, false, 0, 0);
 }
 
-async function settle(orm: Orm, logger: Logger | null, rows: SubmissionRow[], decisive: boolean, splits: number, round: number)
+async function settle(run: StoringRun, rows: SubmissionRow[], decisive: boolean, splits: number, round: number)
   : Promise<Settled[]> {
   if (round > 2 * MAX_SPLITS + 4) throw new Error('the submissions could not be settled: their slots or claims kept changing');
-  const answers = await runStatement(orm, logger, rows, decisive);
+  const answers = await runStatement(run, rows, decisive);
   const settled: Settled[] = new Array(rows.length);
   const again: number[] = [];
   const uncounted = new Map<string, { indexes: number[]; seen: Uncounted }>();
@@ -538,7 +560,7 @@ async function settle(orm: Orm, logger: Logger | null, rows: SubmissionRow[], de
       settled[i] = answer;
       return;
     }
-    const outcome = itemOutcome(rows[i], answer);
+    const outcome = itemOutcome(rows[i], answer, run.jobGroup);
     if (outcome.kind === 'again') again.push(i);
     else if (outcome.kind === 'uncounted') {
       const month = `${rows[i].organizationId}\n${rows[i].month}`;
@@ -549,7 +571,7 @@ async function settle(orm: Orm, logger: Logger | null, rows: SubmissionRow[], de
   });
 
   const rerun = async (indexes: number[], asDecisive: boolean, splitsNow: number) => {
-    const results = await settle(orm, logger, indexes.map((i) => rows[i]), asDecisive, splitsNow, round + 1);
+    const results = await settle(run, indexes.map((i) => rows[i]), asDecisive, splitsNow, round + 1);
     results.forEach((result, k) => { settled[indexes[k]] = result; });
   };
   const next: Array<Promise<void>> = [];
@@ -562,7 +584,7 @@ async function settle(orm: Orm, logger: Logger | null, rows: SubmissionRow[], de
       next.push(rerun(indexes, true, splits));
     } else {
       const { organizationId, month } = rows[indexes[0]];
-      next.push(splitQuotaSlots(orm.em.fork(), organizationId, month).then(() => rerun(indexes, false, splits + 1)));
+      next.push(splitQuotaSlots(run.orm.em.fork(), organizationId, month).then(() => rerun(indexes, false, splits + 1)));
     }
   }
   await Promise.all(next);
@@ -587,7 +609,8 @@ export const GROUP_STALL_MS = 25;
  * the groups grow with the statement's time rather than the statements multiplying (one org at
  * 5,000/s: 16 submissions per statement instead of 10, a third less PostgreSQL CPU each); a group
  * running past GROUP_STALL_MS stops holding back the next. A batch is stored as one group of its
- * own, in item order.
+ * own, in item order. The deliveries a group creates share one job group (CreatedFanout.jobGroup):
+ * the webhooks worker gets them as one job rather than one job each.
  */
 export class SubmissionWriter {
   private readonly turn = new GroupCommit<SubmissionRow, Settled>((rows) => this.storeTogether(rows), GROUP_STALL_MS);
@@ -608,16 +631,17 @@ export class SubmissionWriter {
 
   /** The items of a batch, as one group. */
   storeGroup(rows: SubmissionRow[]): Promise<Settled[]> {
-    return storeSubmissions(this.orm, rows, this.logger);
+    return storeSubmissions(this.orm, rows, this.logger, newId('grp'));
   }
 
   /** Statements of at most MAX_GROUP rows each, run side by side. */
   private async storeTogether(rows: SubmissionRow[]): Promise<Settled[]> {
+    const jobGroup = newId('grp');
     const groups: Array<Promise<Settled[]>> = [];
     for (let start = 0; start < rows.length; start += MAX_GROUP) {
       const group = rows.slice(start, start + MAX_GROUP);
       metrics.submissionGroupSize.observe(group.length);
-      groups.push(storeSubmissions(this.orm, group, this.logger).catch((error: unknown) => group.map(() => ({ error }))));
+      groups.push(storeSubmissions(this.orm, group, this.logger, jobGroup).catch((error: unknown) => group.map(() => ({ error }))));
     }
     return (await Promise.all(groups)).flat();
   }

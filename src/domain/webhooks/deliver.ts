@@ -7,7 +7,7 @@ import { decideDelivery, type DeliveryDecision } from './policy';
 import { sendSigned, type SendResult } from './sender';
 
 export type DeliveryRun =
-  | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'already_failed' | 'webhook_disabled' }
+  | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'already_failed' | 'already_attempted' | 'webhook_disabled' }
   | { kind: 'attempted'; decision: DeliveryDecision; result: SendResult };
 
 const WEBHOOK_DISABLED = 'Webhook is disabled';
@@ -36,12 +36,16 @@ function openSecret(sealed: string, keys: Buffer[]): string {
  * One attempt of one delivery. A deleted delivery or webhook (deliveries cascade), a delivery that
  * has ended, or a disabled webhook end the job without sending anything. The attempt's number comes
  * from the row (attempts since its current schedule began), not from the job, so a job queued again
- * by the sweep continues the schedule rather than restarting or extending it.
+ * by the sweep continues the schedule rather than restarting or extending it. With `firstOnly` (a
+ * group job's member), a delivery attempted already is left to the job that continues it.
  */
-export async function attemptDelivery(deps: AttemptDeps & { files: { links: FileLinks } }, deliveryId: string): Promise<DeliveryRun> {
+export async function attemptDelivery(
+  deps: AttemptDeps & { files: { links: FileLinks } }, deliveryId: string, { firstOnly = false } = {},
+): Promise<DeliveryRun> {
   const em = deps.orm.em.fork();
   const row = await findDeliveryForAttempt(em, deliveryId);
   if (!row) return { kind: 'skipped', reason: 'missing' };
+  if (firstOnly && row.attempts > 0) return { kind: 'skipped', reason: 'already_attempted' };
   const attempt = row.attempts - row.retry_base + 1;
   annotate({
     'form_service.organization.id': row.organization_id, 'form_service.webhook.id': row.webhook_id,

@@ -38,6 +38,8 @@ export class WebhookDelivery {
   @Property({ type: 'integer', nullable: true }) lastStatusCode: number | null = null;
   @Property({ type: 'text', nullable: true }) lastError: string | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) nextAttemptAt: Date | null = null;
+  /** The storing group whose one job (`deliver-group-<jobGroup>`) holds its first attempt; null when queued on its own. */
+  @Property({ type: 'text', nullable: true }) jobGroup: string | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
   @Property({ type: 'datetime', columnType: 'timestamptz' }) updatedAt: Date = new Date();
 }

@@ -163,8 +163,8 @@ export async function lockOrganizationCountingWebhooks(tx: Em, organizationId: s
  */
 export async function resetFailedDeliveries(
   em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date }, limit: number,
-): Promise<string[]> {
-  const rows = await em.execute<{ id: string }[]>(
+): Promise<Array<{ id: string; jobGroup: string | null }>> {
+  const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
     `update webhook_deliveries set status = 'pending', next_attempt_at = now(), retry_base = attempts, updated_at = now()
       where id in (
         select id from webhook_deliveries
@@ -172,8 +172,8 @@ export async function resetFailedDeliveries(
          order by created_at, id limit ${limit}
          for update skip locked)
         and status = 'failed'
-      returning id`,
+      returning id, job_group`,
     [webhookId, organizationId, window.since.toISOString(), window.until.toISOString()],
   );
-  return rows.map((row) => row.id);
+  return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));
 }

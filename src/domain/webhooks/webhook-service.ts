@@ -178,7 +178,7 @@ export async function resetDeliveryForRetry(
  */
 export async function recoverFailedDeliveries(
   em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date },
-): Promise<string[]> {
+): Promise<Array<{ id: string; jobGroup: string | null }>> {
   return resetFailedDeliveries(em, organizationId, webhookId, window, RECOVERY_BATCH);
 }
 

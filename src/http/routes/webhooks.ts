@@ -3,6 +3,7 @@ import type { Request, Server } from 'restify';
 import type { AppContext } from '../../app';
 import type { Em } from '../../db/orm';
 import { EVENT_ALIASES } from '../../domain/webhooks/events';
+import { requeueDelivery } from '../../domain/webhooks/jobs';
 import {
   createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
   checkFormOfOrganization, sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound,
@@ -87,17 +88,18 @@ function translateRefusal(err: unknown): never {
 /**
  * Queues a delivery's job under its one stable id: a waiting or delayed job of it (say, one sitting
  * out a long retry delay) is replaced so the delivery goes now, and a running one is left to
- * finish, so repeated requests never start a second chain of attempts.
+ * finish, so repeated requests never start a second chain of attempts. A live job of its storing
+ * group holds its first attempt, which goes without delay: it is left to that job.
  */
-async function queueDeliveryNow(app: AppContext, deliveryId: string): Promise<void> {
-  await app.producer.requeue('webhooks', 'deliver', { deliveryId }, { replaceWaiting: true });
+async function queueDeliveryNow(app: AppContext, delivery: { id: string; jobGroup: string | null }): Promise<void> {
+  await requeueDelivery(app.producer, delivery, { replaceWaiting: true });
 }
 
 const QUEUE_CONCURRENCY = 20;
 
-async function queueDeliveriesNow(app: AppContext, deliveryIds: string[]): Promise<void> {
-  for (let i = 0; i < deliveryIds.length; i += QUEUE_CONCURRENCY) {
-    await Promise.all(deliveryIds.slice(i, i + QUEUE_CONCURRENCY).map((id) => queueDeliveryNow(app, id)));
+async function queueDeliveriesNow(app: AppContext, deliveries: Array<{ id: string; jobGroup: string | null }>): Promise<void> {
+  for (let i = 0; i < deliveries.length; i += QUEUE_CONCURRENCY) {
+    await Promise.all(deliveries.slice(i, i + QUEUE_CONCURRENCY).map((delivery) => queueDeliveryNow(app, delivery)));
   }
 }
 
@@ -160,7 +162,7 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     if (!webhookId || !(await findWebhook(em, organizationId, webhookId))) throw webhookNotFound();
     const delivery = deliveryId && (await resetDeliveryForRetry(em, organizationId, webhookId, deliveryId));
     if (!delivery) throw errors.notFound('Delivery not found');
-    await queueDeliveryNow(app, delivery.id).catch(() => { throw queueUnavailable(); });
+    await queueDeliveryNow(app, delivery).catch(() => { throw queueUnavailable(); });
     return { status: 202, body: { delivery: presentDelivery(delivery) } };
   }));
 
@@ -188,9 +190,9 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     if (!webhook) throw webhookNotFound();
     const window = validate<{ since: Date; until?: Date }>(recoverSchema, body);
     if (!webhook.enabled) throw new ApiError(409, 'webhook_disabled', 'The webhook is disabled; enable it before recovering its deliveries');
-    const ids = await recoverFailedDeliveries(em, organizationId, webhook.id, { since: window.since, until: window.until ?? new Date() });
-    await queueDeliveriesNow(app, ids).catch(() => { throw queueUnavailable(); });
-    return { status: 202, body: { queued: ids.length } };
+    const recovered = await recoverFailedDeliveries(em, organizationId, webhook.id, { since: window.since, until: window.until ?? new Date() });
+    await queueDeliveriesNow(app, recovered).catch(() => { throw queueUnavailable(); });
+    return { status: 202, body: { queued: recovered.length } };
   }));
 
   server.post('/v1/webhooks/:webhookId/test', authenticated(app, 'webhooks:write', async ({ em, organizationId, req }) => {
