@@ -32,6 +32,13 @@ const LIVE_STATES: ReadonlySet<string> = new Set(['active', 'waiting', 'delayed'
 const ADDED_GROUPS_REMEMBERED = 10_000;
 
 /**
+ * The most deliveries one group job holds; the rest of a larger group (a batch of a hundred to a
+ * form with many webhooks) get jobs of their own, so no job's data grows past a few kilobytes and
+ * no first attempt waits behind hundreds of others.
+ */
+export const MAX_GROUP_MEMBERS = 100;
+
+/**
  * The one place that adds jobs; typed by the catalogue, which also gives each job its id and
  * attempts (`retrySchedule` is the configured webhook/CRM delay list). `overrides` exist for tests
  * and for a delay.
@@ -219,12 +226,17 @@ export class Producer {
       if (list) list.push(member);
       else members.set(group, [member]);
     }
-    const jobs = [...members].map(([group, deliveries]): PendingJob => {
+    const jobs: PendingJob[] = [];
+    for (const [group, all] of members) {
       this.rememberAdded(group);
-      const data = { group, deliveries };
+      const data = { group, deliveries: all.slice(0, MAX_GROUP_MEMBERS) };
       // Each member continues its own trace (DeliveryGroupMember.trace), not the one this add runs in.
-      return { name: 'deliver-group', data, opts: { ...this.options('webhooks', 'deliver-group', data), telemetry: { omitContext: true } } };
-    });
+      jobs.push({ name: 'deliver-group', data, opts: { ...this.options('webhooks', 'deliver-group', data), telemetry: { omitContext: true } } });
+      for (const { deliveryId, trace } of all.slice(MAX_GROUP_MEMBERS)) {
+        const own = { deliveryId };
+        jobs.push({ name: 'deliver', data: own, opts: { ...this.options('webhooks', 'deliver', own), ...(trace ? { telemetry: { metadata: trace } } : {}) } });
+      }
+    }
     return this.addTogether('webhooks', jobs).then(() => items.map(() => undefined));
   }
 

@@ -3,6 +3,7 @@ import type { Job } from 'bullmq';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
 import { eventIdForSubmission } from '../../src/domain/webhooks/events';
 import { jobIds, type JobPayload } from '../../src/queues/catalogue';
+import { MAX_GROUP_MEMBERS } from '../../src/queues/producer';
 import { deliverGroup } from '../../workers/processors/webhooks';
 import { startReceiver, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { deleteQueueKeys } from '../support/databases';
@@ -184,6 +185,16 @@ describe('delivery groups: one job for the first attempts of a storing group\'s 
     const job = (await groupJob('grp_handedOverLate'))!;
     expect(job.data.deliveries.map((m) => m.deliveryId)).to.deep.equal(['dlv_groupEarly']);
     expect(await queue().getJob(jobIds.deliver('dlv_groupLate'))).to.not.equal(undefined);
+    await deleteQueueKeys(stack.prefix);
+  });
+
+  it('holds at most MAX_GROUP_MEMBERS deliveries in a group job; the rest of the group get jobs of their own', async () => {
+    const ids = Array.from({ length: MAX_GROUP_MEMBERS + 2 }, (_, i) => `dlv_big${String(i).padStart(3, '0')}`);
+    await Promise.all(ids.map((id) => app().producer.deliverSoon(id, 'grp_big')));
+    const job = (await groupJob('grp_big'))!;
+    expect(job.data.deliveries.map((m) => m.deliveryId)).to.deep.equal(ids.slice(0, MAX_GROUP_MEMBERS));
+    for (const id of ids.slice(0, MAX_GROUP_MEMBERS)) expect(await queue().getJob(jobIds.deliver(id)), id).to.equal(undefined);
+    for (const id of ids.slice(MAX_GROUP_MEMBERS)) expect(await queue().getJob(jobIds.deliver(id)), id).to.not.equal(undefined);
     await deleteQueueKeys(stack.prefix);
   });
 });
