@@ -2,6 +2,7 @@ import type { Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import { attemptDelivery, type DeliveryRun } from '../../src/domain/webhooks/deliver';
 import { deliveryGiveUpMessage } from '../../src/domain/webhooks/policy';
+import { mapAtMost } from '../../src/lib/map-at-most';
 import { metrics } from '../../src/lib/metrics';
 import { annotate, continuingTrace, inSpan } from '../../src/lib/tracing';
 import type { DeliveryGroupMember, JobPayload } from '../../src/queues/catalogue';
@@ -44,15 +45,10 @@ export async function deliver(app: AppContext, job: Job<JobPayload<'webhooks', '
  */
 export async function deliverGroup(app: AppContext, job: Job<JobPayload<'webhooks', 'deliver-group'>>) {
   const { deliveries } = job.data;
-  const errors: string[] = [];
-  let attempted = 0;
-  await inLanes(deliveries, app.config.webhookWorkerConcurrency, async (member) => {
-    try {
-      if (await firstAttempt(app, member)) attempted++;
-    } catch (err) {
-      errors.push(`${member.deliveryId}: ${(err as Error).message}`);
-    }
-  });
+  const outcomes = await mapAtMost(deliveries, app.config.webhookWorkerConcurrency, (member) => firstAttempt(app, member)
+    .then((made) => ({ made }), (err: Error) => ({ error: `${member.deliveryId}: ${err.message}` })));
+  const errors = outcomes.flatMap((o) => ('error' in o ? [o.error] : []));
+  const attempted = outcomes.filter((o) => 'made' in o && o.made).length;
   if (errors.length) throw new Error(`${errors.length} of ${deliveries.length} deliveries could not be attempted (${errors.slice(0, 3).join('; ')})`);
   return { deliveries: deliveries.length, attempted };
 }
@@ -72,13 +68,4 @@ function firstAttempt(app: AppContext, { deliveryId, trace }: DeliveryGroupMembe
     }
     return true;
   }));
-}
-
-/** Runs `fn` over `items`, at most `lanes` at a time. */
-async function inLanes<T>(items: readonly T[], lanes: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async () => {
-    while (next < items.length) await fn(items[next++]);
-  };
-  await Promise.all(Array.from({ length: Math.min(lanes, items.length) }, lane));
 }

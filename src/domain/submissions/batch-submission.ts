@@ -6,6 +6,7 @@ import {
 import { completeIdempotencyKey, findIdempotencyRecords } from './store';
 import type { CachedForm } from '../forms/form-cache';
 import { isPlainObject } from '../../lib/objects';
+import { mapAtMost } from '../../lib/map-at-most';
 import { isUploadId } from '../files/rules';
 import { findUploads, type UploadRow } from '../files/store';
 import { uploadRefs } from '../files/uploads';
@@ -48,18 +49,6 @@ export function itemIdempotencyKey(batchKey: string, index: number): string {
 
 function outcomeOf(index: number, result: SubmissionResult): BatchItemOutcome {
   return result.ok ? { index, ok: true, submission: result.submission } : { index, ok: false, refusal: result.refusal };
-}
-
-async function mapAtMost<T, R>(items: T[], atOnce: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: Math.min(atOnce, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]);
-    }
-  }));
-  return out;
 }
 
 /**
