@@ -41,7 +41,7 @@ describe('indexes on the submission path', () => {
       const costs: number[] = [];
       for (const statement of statements) {
         for (const rows of [[statement.row(0)], Array.from({ length: 64 }, (_, i) => statement.row(i))]) {
-          const values = storeSubmissionsValues(rows, false, statement.claims);
+          const values = storeSubmissionsValues(rows, { claims: statement.claims });
           const literal = (v: unknown) => (typeof v === 'boolean' ? String(v) : `'${String(v).replace(/'/g, "''")}'`);
           // The generic plan (what a prepared statement runs after its first executions) and the custom one.
           for (const mode of ['force_generic_plan', 'force_custom_plan']) {

@@ -128,7 +128,7 @@ describe('monthly quota in slots', () => {
       };
     }
     const insert = async (decisive = false) =>
-      (await client.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([await row()], decisive))).rows[0];
+      (await client.query(STORE_SUBMISSIONS_SQL, storeSubmissionsValues([await row()], { decisive }))).rows[0];
     const usedBySlot = async () => (await slotsOf(tenant.organizationId)).map((s) => s.used);
 
     it('counts in its own slot while it has room, then in the next slot with room', async () => {

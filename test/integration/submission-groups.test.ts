@@ -204,7 +204,7 @@ describe('submissions stored together', () => {
       const run = async (text: string, rows: SubmissionRow[], decisive: boolean, claims: boolean) => {
         await client.query('begin');
         try {
-          const answers: ItemAnswer[] = (await client.query(text, storeSubmissionsValues(rows, decisive, claims))).rows;
+          const answers: ItemAnswer[] = (await client.query(text, storeSubmissionsValues(rows, { decisive, claims }))).rows;
           const written = async (sql: string) => (await client.query(sql, [orgs])).rows;
           return {
             answers,
@@ -222,7 +222,7 @@ describe('submissions stored together', () => {
       const seen: ItemAnswer[] = [];
       for (const { rows, decisive } of groups) {
         expect(claimsNothing(rows)).to.equal(true);
-        expect(storingStatement(rows, decisive).name).to.equal('store_submissions_plain');
+        expect(storingStatement(rows, { decisive }).name).to.equal('store_submissions_plain');
         const full = await run(STORE_SUBMISSIONS_SQL, rows, decisive, true);
         const plain = await run(STORE_PLAIN_SUBMISSIONS_SQL, rows, decisive, false);
         expect(plain, `${rows.length} rows, decisive ${decisive}`).to.deep.equal(full);
@@ -244,7 +244,7 @@ describe('submissions stored together', () => {
     const batchItem = { ...rowFor(a.tenant, a.form, 'item'), idempotency: { key: 'k:0', requestHash: 'h', responseBody: {} } };
     for (const rows of [[paid], [batchItem], [mixed[0], batchItem]]) {
       expect(claimsNothing(rows)).to.equal(false);
-      expect(storingStatement(rows, false)).to.deep.include({ name: 'store_submissions', text: STORE_SUBMISSIONS_SQL });
+      expect(storingStatement(rows)).to.deep.include({ name: 'store_submissions', text: STORE_SUBMISSIONS_SQL });
     }
   });
 

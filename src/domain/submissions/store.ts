@@ -375,13 +375,21 @@ export function claimsNothing(rows: SubmissionRow[]): boolean {
   return rows.every((row) => row.claims.length === 0 && !(row.idempotency && !row.idempotency.claimToken));
 }
 
+/** How one run of the storing statement stores its rows. */
+export interface StoringOptions {
+  /** Wait for the month's slots in turn: the rows are all of one organization and month. */
+  decisive?: boolean;
+  /** The job the deliveries the rows create share (CreatedFanout.jobGroup); null: each its own. */
+  jobGroup?: string | null;
+}
+
 /** The statement that stores `rows`: its prepared statement's name, its text and its values. */
-export function storingStatement(rows: SubmissionRow[], decisive: boolean, jobGroup: string | null = null)
+export function storingStatement(rows: SubmissionRow[], options: StoringOptions = {})
   : { name: string; text: string; values: unknown[] } {
   const claims = !claimsNothing(rows);
   return claims
-    ? { name: 'store_submissions', text: STORE_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, decisive, true, jobGroup) }
-    : { name: 'store_submissions_plain', text: STORE_PLAIN_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, decisive, false, jobGroup) };
+    ? { name: 'store_submissions', text: STORE_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, { ...options, claims }) }
+    : { name: 'store_submissions_plain', text: STORE_PLAIN_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, { ...options, claims }) };
 }
 
 /**
@@ -402,10 +410,11 @@ export function storingItem(row: SubmissionRow, seq: number, jobGroup: string | 
 }
 
 /**
- * The values of STORE_SUBMISSIONS_SQL for `rows` (`decisive`: all of one organization and month);
- * with `claims` false, those of STORE_PLAIN_SUBMISSIONS_SQL (no $4).
+ * The values of STORE_SUBMISSIONS_SQL for `rows`; with `claims` false, those of
+ * STORE_PLAIN_SUBMISSIONS_SQL (no $4).
  */
-export function storeSubmissionsValues(rows: SubmissionRow[], decisive = false, claims = true, jobGroup: string | null = null): unknown[] {
+export function storeSubmissionsValues(rows: SubmissionRow[], { decisive = false, jobGroup = null, claims = true }: StoringOptions & { claims?: boolean } = {})
+  : unknown[] {
   const values = [JSON.stringify(rows.map((row, seq) => storingItem(row, seq, jobGroup))), PLAN_QUOTAS_JSON, decisive];
   return claims ? [...values, JSON.stringify(storingClaims(rows))] : values;
 }
@@ -515,7 +524,7 @@ async function runStatement(run: StoringRun, rows: SubmissionRow[], decisive: bo
   const { orm, logger } = run;
   for (let reruns = 0; ; reruns++) {
     try {
-      const { name, text, values } = storingStatement(rows, decisive, run.jobGroup);
+      const { name, text, values } = storingStatement(rows, { decisive, jobGroup: run.jobGroup });
       return await preparedQuery<ItemAnswer>(orm.em, name, text, values);
     } catch (err) {
       if (String((err as Error)?.message).includes(CLAIMS_SPLIT) && reruns < MAX_CLAIM_RERUNS) continue;
