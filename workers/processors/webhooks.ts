@@ -6,7 +6,7 @@ import { mapAtMost } from '../../src/lib/map-at-most';
 import { metrics } from '../../src/lib/metrics';
 import { annotate, continuingTrace, inSpan } from '../../src/lib/tracing';
 import type { DeliveryGroupMember, JobPayload } from '../../src/queues/catalogue';
-import { settle } from '../settle';
+import { attemptEnd, settle } from '../settle';
 
 const RESULT_LABEL = { succeeded: 'succeeded', retry: 'retrying', failed: 'failed', disable: 'disabled' } as const;
 
@@ -59,12 +59,13 @@ function firstAttempt(app: AppContext, { deliveryId, trace }: DeliveryGroupMembe
   return continuingTrace(trace, 'process webhooks.deliver', attributes, () => inSpan('webhook delivery attempt', attributes, async () => {
     const run = await attemptDelivery(app, deliveryId, { firstOnly: true });
     if (!noted(run)) return false;
-    const { decision, result } = run;
-    if (decision.kind === 'retry') {
-      await app.producer.add('webhooks', 'deliver', { deliveryId }, { delay: decision.delayMs })
+    // What settle() throws for a job of its own is carried out here without failing the group's job.
+    const end = attemptEnd(run, deliveryGiveUpMessage);
+    if (end.kind === 'retry') {
+      await app.producer.add('webhooks', 'deliver', { deliveryId }, { delay: end.delayMs })
         .catch((err: Error) => app.logger.debug({ err: err.message, deliveryId }, 'retry left to the sweep of owed work'));
-    } else if (decision.kind !== 'succeeded') {
-      app.logger.error({ deliveryId, err: deliveryGiveUpMessage(decision, result.error ?? '') }, 'delivery failed for good');
+    } else if (end.kind === 'gave_up') {
+      app.logger.error({ deliveryId, err: end.message }, 'delivery failed for good');
     }
     return true;
   }));
