@@ -9,7 +9,7 @@ import { newId } from '../../src/lib/ids';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/fakes/otlp-receiver';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { cpuUsed, perSubmission, sampleCpu, type CpuUse } from './cpu';
-import { commandsPerSubmission, gcDuring, snapshotCommands, snapshotGc, snapshotStatements, topStatements } from './server-stats';
+import { commandsPerSubmission, gcDuring, sampleWaits, snapshotCommands, snapshotGc, snapshotStatements, topStatements } from './server-stats';
 import { benchEnvironment, benchNumber } from './support';
 
 /**
@@ -24,7 +24,9 @@ import { benchEnvironment, benchNumber } from './support';
  * ratio service/bare stack (goals, issue 22: ≤ 1.0× CPU with one organization, ≥ 0.9× throughput,
  * p99 ≤ 1.5×). For the service phase it also prints its garbage collections, the top statements
  * from pg_stat_statements (when loaded: shared_preload_libraries and the extension created in the
- * admin database) and Redis INFO commandstats (every client's commands), per submission.
+ * admin database) and Redis INFO commandstats (every client's commands), per submission; for both
+ * phases, the bench database's backends by state (sampleWaits: running, flushing WAL, waiting for
+ * another's flush, waiting for their client).
  *
  * Usage: npm run bench:ingest [-- --duration 15 --connections 32 --keys 200 --orgs 1 --warmup 3 --api-only]
  * (--api-only runs the API without the workers, to tell the request path's cost from the workers'.)
@@ -147,6 +149,15 @@ async function compareBatches(service: StartedEntry, targets: Array<{ key: strin
   console.log(`batch/single submissions per second: ${(batches.subsPerSec / singles.subsPerSec).toFixed(1)}x  (goal ≥ 5x)`);
 }
 
+/** The two phases' backend states side by side. */
+function waitsTable(bare: Array<{ state: string; backends: number }>, service: Array<{ state: string; backends: number }>) {
+  const states = [...new Set([...service, ...bare].map((w) => w.state))];
+  const of = (list: Array<{ state: string; backends: number }>, state: string) => list.find((w) => w.state === state)?.backends ?? 0;
+  return states.map((state) => ({ state, bare: of(bare, state), service: of(service, state) }))
+    .filter((row) => row.bare >= 0.005 || row.service >= 0.005)
+    .sort((a, b) => (b.bare + b.service) - (a.bare + a.service));
+}
+
 /** Each round's service/bare ratios and their medians: the figures a goal is compared with on a noisy machine. */
 function printRounds(rounds: Array<{ bare: { result: autocannon.Result; cpu: CpuUse }; service: { result: autocannon.Result; cpu: CpuUse } }>): void {
   const rows = rounds.map(({ bare, service }, i) => {
@@ -184,6 +195,7 @@ async function main(): Promise<void> {
     // The bare stack, measured first in the same run.
     let bare: { result: autocannon.Result; cpu: CpuUse } | null = null;
     let measureBare: (() => Promise<{ result: autocannon.Result; cpu: CpuUse }>) | null = null;
+    let bareWaits: Array<{ state: string; backends: number }> = [];
     let stopBare = async () => {};
     if (!BATCH) {
       const baseline = await startEntry('test/bench/baseline-server.js', common, 'PORT', [], env.logFile('bare'));
@@ -191,7 +203,9 @@ async function main(): Promise<void> {
       if (WARMUP > 0) await load({ ...opts, duration: WARMUP });
       measureBare = () => measured(baseline.proc.child.pid!, env.databaseName, { ...opts, duration: DURATION });
       stopBare = async () => { await baseline.proc.stop(); };
+      const waits = await sampleWaits(env.adminUrl, env.databaseName);
       bare = await measureBare();
+      bareWaits = await waits.stop();
       if (ROUNDS <= 1) await stopBare();
     }
 
@@ -249,7 +263,9 @@ async function main(): Promise<void> {
     const [statementsBefore, commandsBefore, gcBefore] = [
       await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url)];
     const measureService = () => measured(service.proc.child.pid!, env.databaseName, { url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
+    const waits = await sampleWaits(env.adminUrl, env.databaseName);
     const full = await measureService();
+    const serviceWaits = await waits.stop();
     const [statementsAfter, commandsAfter, gcAfter] = [
       await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url)];
     const rounds = [{ bare: bare!, service: full }];
@@ -290,6 +306,10 @@ async function main(): Promise<void> {
       console.log(`PostgreSQL, service phase: ${statements.callsPerSub} statements and ${statements.execMsPerSub} ms of execution per submission; top by total execution time:`);
       console.table(statements.top);
     }
+    console.log('PostgreSQL backends of the bench database by state, mean over the first round\'s phases '
+      + '(pg_stat_activity every 3 ms; cpu = running, IO:WALSync = flushing WAL, LWLock:WALWrite = waiting for another\'s flush, '
+      + '"idle ClientRead" = waiting for the process under test, idle pool connections included):');
+    console.table(waitsTable(bareWaits, serviceWaits));
     console.log('Redis INFO commandstats, service phase, per submission (every client of this Redis, not only the bench):');
     console.table(commandsPerSubmission(commandsBefore, commandsAfter, fullRow.accepted).slice(0, 15));
     if (otlp) {

@@ -107,3 +107,46 @@ export function gcDuring(before: GcSnapshot, after: GcSnapshot, submissions: num
     };
   }).filter((k) => k.collections > 0);
 }
+
+/** How many of the bench database's backends were in each state, on average over a phase. */
+export interface WaitSampling {
+  stop(): Promise<Array<{ state: string; backends: number }>>;
+}
+
+/**
+ * Samples pg_stat_activity every few milliseconds during a phase: the bench database's client
+ * backends by state, an active one by its wait event (`cpu` when it waits on nothing), an idle one
+ * as `idle ClientRead` (its client's turn; idle pool connections count here too). The mean count per
+ * state says where the statements' time goes: executing, flushing WAL, waiting for another
+ * backend's flush or a lock, or waiting for Node.js. The sampling costs one small query per tick on
+ * its own connection.
+ */
+export async function sampleWaits(adminUrl: string, database: string, everyMs = 3): Promise<WaitSampling> {
+  const client = new Client({ connectionString: adminUrl });
+  await client.connect();
+  const counts = new Map<string, number>();
+  let samples = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const { rows } = await client.query(
+        `select case when state = 'active' then coalesce(wait_event_type || ':' || wait_event, 'cpu')
+                     else state || ' ' || coalesce(wait_event, '') end as state, count(*)::int as n
+           from pg_stat_activity
+          where datname = $1 and backend_type = 'client backend' and pid <> pg_backend_pid()
+          group by 1`, [database]);
+      for (const r of rows) counts.set(r.state, (counts.get(r.state) ?? 0) + r.n);
+      samples++;
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      await client.end();
+      return [...counts].map(([state, n]) => ({ state, backends: Number((n / Math.max(samples, 1)).toFixed(3)) }))
+        .sort((a, b) => b.backends - a.backends);
+    },
+  };
+}
