@@ -43,8 +43,8 @@ import { benchEnvironment, benchNumber } from './support';
  * service first in every other round (both processes stay up; the one not measured idles), and
  * then prints each round's throughput, p99 and CPU ratios with their medians. On a shared machine
  * one pair of phases varies by ±10 % in req/s; the median of alternating rounds is the figure to
- * compare with a goal. The detailed tables
- * (CPU by process, garbage collection, statements, Redis commands) are the first round's.
+ * compare with a goal. The detailed tables (CPU by process, garbage collection, statements, Redis
+ * commands, backend states) are the first round's.
  * e.g. npm run bench:ingest -- --rounds 5 --duration 8
  *
  * Tracing (issue 25): `--trace` runs the service with OpenTelemetry on, exporting (OTLP/HTTP, the
