@@ -21,6 +21,11 @@ interface PendingJob {
   opts: JobOptions & { telemetry?: { metadata?: string; omitContext?: boolean } };
 }
 
+/** A job's options that make its processing continue the trace `metadata` carries, when there is one. */
+function inTrace(opts: JobOptions, metadata: string | undefined): PendingJob['opts'] {
+  return metadata ? { ...opts, telemetry: { metadata } } : opts;
+}
+
 /** States of a job that will still run, or runs now. */
 const LIVE_STATES: ReadonlySet<string> = new Set(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
 
@@ -196,7 +201,7 @@ export class Producer {
     // the context of its own enqueue span instead, so its processing continues its own trace.
     return inSpan(`enqueue ${queue}.${name}`, { 'bullmq.queue.name': queue, 'bullmq.job.name': name, 'bullmq.job.id': opts.jobId }, () => {
       const metadata = jobTraceMetadata();
-      return batch.call({ name, data: payload, opts: metadata ? { ...opts, telemetry: { metadata } } : opts });
+      return batch.call({ name, data: payload, opts: inTrace(opts, metadata) });
     }, 'producer');
   }
 
@@ -234,7 +239,7 @@ export class Producer {
       jobs.push({ name: 'deliver-group', data, opts: { ...this.options('webhooks', 'deliver-group', data), telemetry: { omitContext: true } } });
       for (const { deliveryId, trace } of all.slice(MAX_GROUP_MEMBERS)) {
         const own = { deliveryId };
-        jobs.push({ name: 'deliver', data: own, opts: { ...this.options('webhooks', 'deliver', own), ...(trace ? { telemetry: { metadata: trace } } : {}) } });
+        jobs.push({ name: 'deliver', data: own, opts: inTrace(this.options('webhooks', 'deliver', own), trace) });
       }
     }
     return this.addTogether('webhooks', jobs).then(() => items.map(() => undefined));
