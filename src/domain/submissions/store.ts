@@ -391,9 +391,10 @@ export interface StoringOptions {
 export function storingStatement(rows: SubmissionRow[], options: StoringOptions = {})
   : { name: string; text: string; values: unknown[] } {
   const claims = !claimsNothing(rows);
+  const values = storeSubmissionsValues(rows, { ...options, claims });
   return claims
-    ? { name: 'store_submissions', text: STORE_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, { ...options, claims }) }
-    : { name: 'store_submissions_plain', text: STORE_PLAIN_SUBMISSIONS_SQL, values: storeSubmissionsValues(rows, { ...options, claims }) };
+    ? { name: 'store_submissions', text: STORE_SUBMISSIONS_SQL, values }
+    : { name: 'store_submissions_plain', text: STORE_PLAIN_SUBMISSIONS_SQL, values };
 }
 
 /**
