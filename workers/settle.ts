@@ -2,6 +2,9 @@ import { UnrecoverableError } from 'bullmq';
 import { RetryLaterError } from './backoff';
 
 type Decision = { kind: 'succeeded' } | { kind: 'retry'; delayMs: number } | { kind: string };
+type RecordedAttempt<D extends Decision> = { decision: D; result: { statusCode: number | null; error: string | null } };
+/** The message for a decision that gives up (any kind but success and retry), with the attempt's error. */
+type GiveUpMessage<D extends Decision> = (decision: Exclude<D, { kind: 'succeeded' | 'retry' }>, reason: string) => string;
 
 /** What one recorded attempt's decision means for the work: done, again after a delay, or given up. */
 export type AttemptEnd =
@@ -16,14 +19,14 @@ export type AttemptEnd =
  * for its queue (settle for a job of its own, a delivery group's first attempt for a member).
  */
 export function attemptEnd<D extends Decision>(
-  run: { decision: D; result: { statusCode: number | null; error: string | null } },
-  giveUpMessage: (decision: Exclude<D, { kind: 'succeeded' | 'retry' }>, reason: string) => string,
+  run: RecordedAttempt<D>,
+  giveUpMessage: GiveUpMessage<D>,
 ): AttemptEnd {
   const { decision, result } = run;
   const reason = result.error ?? '';
   if (decision.kind === 'succeeded') return { kind: 'succeeded', statusCode: result.statusCode };
   if (decision.kind === 'retry') return { kind: 'retry', delayMs: (decision as { delayMs: number }).delayMs, reason };
-  return { kind: 'gave_up', message: giveUpMessage(decision as Exclude<D, { kind: 'succeeded' | 'retry' }>, reason) };
+  return { kind: 'gave_up', message: giveUpMessage(decision as Parameters<GiveUpMessage<D>>[0], reason) };
 }
 
 /**
@@ -31,8 +34,8 @@ export function attemptEnd<D extends Decision>(
  * RetryLaterError with the row's delay, giving up ends the job without a retry.
  */
 export function settle<D extends Decision>(
-  run: { decision: D; result: { statusCode: number | null; error: string | null } },
-  giveUpMessage: (decision: Exclude<D, { kind: 'succeeded' | 'retry' }>, reason: string) => string,
+  run: RecordedAttempt<D>,
+  giveUpMessage: GiveUpMessage<D>,
 ): { statusCode: number | null } {
   const end = attemptEnd(run, giveUpMessage);
   if (end.kind === 'retry') throw new RetryLaterError(end.reason, end.delayMs);
