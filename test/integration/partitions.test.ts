@@ -17,6 +17,17 @@ async function partitionsOf(orm: Orm): Promise<string[]> {
   return rows.map((r: any) => r.relname);
 }
 
+/** The day counts' days (summed over slots) against the rows' days: equal when the counts are exact. */
+async function expectDayCountsExact(orm: Orm): Promise<void> {
+  const conn = orm.em.fork().getConnection();
+  const byRows = await conn.execute(`select form_id, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD') as day, count(*)::int as n
+    from submissions group by 1, 2 order by 1, 2`);
+  const byCounts = await conn.execute(`select form_id, to_char(day, 'YYYY-MM-DD') as day, sum(count)::int as n
+    from submission_day_counts group by 1, 2 having sum(count) <> 0 order by 1, 2`);
+  expect(byRows.length).to.be.greaterThan(0);
+  expect(byCounts).to.deep.equal(byRows);
+}
+
 function monthName(d: Date): string {
   return `submissions_p${d.getUTCFullYear()}_${String(d.getUTCMonth() + 1).padStart(2, '0')}`;
 }
@@ -59,6 +70,8 @@ describe('partitioned submissions', function () {
     const [after] = await conn.execute(digest);
     expect(after).to.deep.equal(before);
     expect(after.n).to.equal(30000);
+    // the day counts' migration counted what was there
+    await expectDayCountsExact(orm);
     const [{ relkind }] = await conn.execute(`select relkind from pg_class where relname = 'submissions'`);
     expect(relkind).to.equal('p');
     const partitions = await partitionsOf(orm);
@@ -107,6 +120,7 @@ describe('partitioned submissions', function () {
     expect(left).to.equal(kept);
     const [{ n: older }] = await conn.execute('select count(*)::int as n from submissions where created_at < ?', [cutoff.toISOString()]);
     expect(older).to.equal(0);
+    await expectDayCountsExact(orm);
   });
 
   it('is kept by the hourly maintenance: months ahead made, months past SUBMISSION_RETENTION_MONTHS dropped', async () => {

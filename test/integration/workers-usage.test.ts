@@ -125,9 +125,12 @@ describe('usage queue jobs', () => {
     await rollupUsage(em());
     const count = async () => (await em().execute('select submissions from usage_rollups where form_id = ?', [form.id]))[0].submissions;
     expect(await count()).to.equal(2);
-    // The form's submissions are old news now: a deletion is not seen by the incremental run...
+    // The form's submissions are old news now (rows and day counts moved to the month's first day, and
+    // the last run two days ahead, past any day the form was counted on): a deletion is not seen by
+    // the incremental run...
     await em().execute(`update submissions set created_at = date_trunc('month', now()) where form_id = ?`, [form.id]);
-    await em().execute(`update system_settings set value = (now() + interval '1 hour')::text where key = 'usage_rollup_from'`);
+    await em().execute(`update submission_day_counts set day = date_trunc('month', now())::date where form_id = ?`, [form.id]);
+    await em().execute(`update system_settings set value = (now() + interval '2 days')::text where key = 'usage_rollup_from'`);
     expect((await call(stack.api.url, 'DELETE', `/v1/submissions/${first}`, { key: tenant.key })).status).to.equal(204);
     await rollupUsage(em());
     expect(await count()).to.equal(2);

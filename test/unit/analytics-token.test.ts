@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { createHmac, randomBytes } from 'node:crypto';
 import { analyticsTokenKey, ANALYTICS_TOKEN_TTL_MS, issueAnalyticsToken, verifyAnalyticsToken } from '../../src/domain/public/analytics-token';
-import { completionRate, isAnalyticsEvent, utcDay } from '../../src/domain/forms/analytics';
+import { completionRate, isAnalyticsEvent } from '../../src/domain/forms/analytics';
+import { utcDay } from '../../src/domain/submissions/day-windows';
 
 describe('analytics token', () => {
   const encryptionKey = randomBytes(32);

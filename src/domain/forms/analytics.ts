@@ -1,5 +1,8 @@
-// Public runtime analytics: daily counters per form, and the totals the API reports.
+// Public runtime analytics: daily counters per form, and the totals the API reports (stored
+// submissions from the day counts).
 import type { Em } from '../../db/orm';
+import { readFormTotal } from '../submissions/day-counts';
+import { utcDay } from '../submissions/day-windows';
 import { analyticsTotals, incrementAnalyticsCounter, type AnalyticsColumn } from './store';
 
 export const ANALYTICS_EVENTS = ['view', 'start', 'complete'] as const;
@@ -24,10 +27,6 @@ export function isAnalyticsEvent(value: unknown): value is AnalyticsEvent {
   return typeof value === 'string' && (ANALYTICS_EVENTS as readonly string[]).includes(value);
 }
 
-export function utcDay(at: Date): string {
-  return at.toISOString().slice(0, 10);
-}
-
 export async function recordAnalyticsEvent(em: Em, formId: string, event: AnalyticsEvent, at = new Date()): Promise<void> {
   await incrementAnalyticsCounter(em, formId, COLUMN[event], utcDay(at));
 }
@@ -42,6 +41,6 @@ export function completionRate(completions: number, starts: number): number | nu
 
 /** Totals for a form the caller has already found in its organization. */
 export async function formAnalytics(em: Em, organizationId: string, formId: string): Promise<FormAnalytics> {
-  const totals = await analyticsTotals(em, organizationId, formId);
-  return { ...totals, completionRate: completionRate(totals.completions, totals.starts) };
+  const [events, submissions] = await Promise.all([analyticsTotals(em, formId), readFormTotal(em, organizationId, formId)]);
+  return { ...events, submissions, completionRate: completionRate(events.completions, events.starts) };
 }

@@ -35,21 +35,13 @@ export async function incrementAnalyticsCounter(em: Em, formId: string, column: 
   );
 }
 
-/** The form's counters summed over every day, and its stored submissions. */
-export async function analyticsTotals(em: Em, organizationId: string, formId: string)
-  : Promise<{ views: number; starts: number; completions: number; submissions: number }> {
-  const conn = em.getConnection();
-  const [[events], [stored]] = await Promise.all([
-    conn.execute(
-      `select coalesce(sum(views), 0)::int as views, coalesce(sum(starts), 0)::int as starts,
-              coalesce(sum(completions), 0)::int as completions
-         from form_analytics_daily where form_id = ?`,
-      [formId],
-    ),
-    conn.execute(
-      'select count(*)::int as submissions from submissions where form_id = ? and organization_id = ?',
-      [formId, organizationId],
-    ),
-  ]);
-  return { views: events.views, starts: events.starts, completions: events.completions, submissions: stored.submissions };
+/** The form's counters summed over every day. */
+export async function analyticsTotals(em: Em, formId: string): Promise<{ views: number; starts: number; completions: number }> {
+  const [events] = await em.getConnection().execute(
+    `select coalesce(sum(views), 0)::int as views, coalesce(sum(starts), 0)::int as starts,
+            coalesce(sum(completions), 0)::int as completions
+       from form_analytics_daily where form_id = ?`,
+    [formId],
+  );
+  return { views: events.views, starts: events.starts, completions: events.completions };
 }

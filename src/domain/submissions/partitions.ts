@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import { markFilesOfSubmissionsBefore } from '../files/store';
+import { deleteDayCountsBefore } from './day-counts';
 import { createSubmissionPartitions, dropSubmissionPartitionsBefore } from './store';
 
 /** Months of submission partitions kept ready beyond the current one. */
@@ -20,9 +21,13 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
 
 /**
  * Drops every month of submissions that ended before the retention cutoff, partition by partition;
- * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete.
+ * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete,
+ * and their days leave the day counts with them.
  */
 export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: number, now = new Date()): Promise<string[]> {
   const cutoff = retentionCutoff(retentionMonths, now);
-  return dropSubmissionPartitionsBefore(em, cutoff, (tx) => markFilesOfSubmissionsBefore(tx, cutoff));
+  return dropSubmissionPartitionsBefore(em, cutoff, async (tx) => {
+    await markFilesOfSubmissionsBefore(tx, cutoff);
+    await deleteDayCountsBefore(tx, cutoff);
+  });
 }

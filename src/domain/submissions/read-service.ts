@@ -3,7 +3,9 @@ import type { FileLinks } from '../files/links';
 import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
-import { findSubmissionRow, listSubmissionRows } from './read-store';
+import { countFormRowsBetween, readFormDays } from './day-counts';
+import { daySpan, locateOffset, pageUpperBound, partialDays, type DayCount, type TimeBounds } from './day-windows';
+import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './store';
 
 export const REDACTED = 'Redacted';
@@ -17,12 +19,9 @@ export interface SubmissionRecord {
   createdAt: Date;
 }
 
-export interface ListFilter {
+export interface ListFilter extends TimeBounds {
   limit: number;
   offset: number;
-  from: Date | null;
-  /** Exclusive. */
-  until: Date | null;
 }
 
 /** Sealed (sensitive) values are never shown by ordinary reads. */
@@ -53,10 +52,33 @@ function toRecord(row: any): SubmissionRecord {
   };
 }
 
+/**
+ * A page of the form's submissions, newest first, and how many the filter holds, read through the
+ * day counts: the total sums days (and counts a partial first or last day from its rows), and the
+ * page skips whole days before it walks into one. Both cost the days spanned and the page, not the
+ * form's submissions.
+ */
 export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
   : Promise<{ items: SubmissionRecord[]; total: number }> {
-  const { rows, total } = await listSubmissionRows(em, organizationId, formId, filter);
+  const days = await countDays(em, organizationId, formId, filter);
+  const total = days.reduce((sum, d) => sum + d.count, 0);
+  const start = locateOffset(days, filter.offset);
+  if (!start) return { items: [], total };
+  const rows = await readSubmissionPage(em, organizationId, formId, {
+    lower: filter.from, upper: pageUpperBound(start.day, filter.until), skip: start.skip, limit: filter.limit,
+  });
   return { items: rows.map(toRecord), total };
+}
+
+/** The form's submissions per day within the bounds, newest first; partial days counted from their rows. */
+async function countDays(em: Em, organizationId: string, formId: string, bounds: TimeBounds): Promise<DayCount[]> {
+  if (bounds.from && bounds.until && bounds.from >= bounds.until) return [];
+  const days = await readFormDays(em, organizationId, formId, daySpan(bounds));
+  const partial = new Map(partialDays(bounds).map((p) => [p.day, p]));
+  return (await Promise.all(days.map(async (d) => {
+    const window = partial.get(d.day);
+    return window ? { day: d.day, count: await countFormRowsBetween(em, formId, window.from, window.until) } : d;
+  }))).filter((d) => d.count > 0);
 }
 
 export async function findSubmission(em: Em, organizationId: string, submissionId: string)

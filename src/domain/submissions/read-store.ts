@@ -1,8 +1,7 @@
 import type { Em } from '../../db/orm';
 import type { FeedPosition } from './changes';
-import type { ListFilter } from './read-service';
 
-// The statements that read stored submissions: the list and its count, one submission with its
+// The statements that read stored submissions: a page of the list (its count is in day-counts.ts), one submission with its
 // form's title, the change feed and the export's cursor. Statements that write them (storing,
 // deleting, the fan-out, partitions, the change feed's purge) are in store.ts.
 
@@ -16,23 +15,30 @@ export interface SubmissionReadRow {
   created_at: Date | string;
 }
 
-/** A page of the form's submissions, newest first, and how many there are in all. */
-export async function listSubmissionRows(em: Em, organizationId: string, formId: string, filter: ListFilter)
-  : Promise<{ rows: SubmissionReadRow[]; total: number }> {
-  const where = ['organization_id = ?', 'form_id = ?'];
-  const params: unknown[] = [organizationId, formId];
-  if (filter.from) { where.push('created_at >= ?'); params.push(filter.from.toISOString()); }
-  if (filter.until) { where.push('created_at < ?'); params.push(filter.until.toISOString()); }
-  const conn = em.getConnection();
-  const [rows, [count]] = await Promise.all([
-    conn.execute<SubmissionReadRow[]>(
-      `select id, form_id, data, submitter_email, submitter_name, created_at from submissions
-        where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
-      [...params, filter.limit, filter.offset],
-    ),
-    conn.execute(`select count(*)::int as total from submissions where ${where.join(' and ')}`, params),
-  ]);
-  return { rows, total: count.total };
+/**
+ * A page of the form's submissions, newest first: `limit` rows from the `skip`-th row before
+ * `upper` (exclusive) on, none before `lower`. The start row is found first, by an index-only walk
+ * (without organization_id, which the form's index lacks: the page's own scan filters by it), and
+ * the page read from it: the skipped rows cost an index entry each, not a row. A caller skips at
+ * most one day's rows (day-windows.ts, locateOffset).
+ */
+export async function readSubmissionPage(em: Em, organizationId: string, formId: string,
+  page: { lower: Date | null; upper: Date; skip: number; limit: number }): Promise<SubmissionReadRow[]> {
+  const lower = page.lower ? 'and created_at >= ?' : '';
+  const lowerParam = page.lower ? [page.lower.toISOString()] : [];
+  return em.getConnection().execute<SubmissionReadRow[]>(
+    `with start as materialized (
+       select created_at, id from submissions
+        where form_id = ? and created_at < ? ${lower}
+        order by created_at desc, id desc offset ? limit 1
+     )
+     select id, form_id, data, submitter_email, submitter_name, created_at from submissions
+      where organization_id = ? and form_id = ? ${lower}
+        and created_at <= (select created_at from start)
+        and (created_at < (select created_at from start) or id <= (select id from start))
+      order by created_at desc, id desc limit ?`,
+    [formId, page.upper.toISOString(), ...lowerParam, page.skip, organizationId, formId, ...lowerParam, page.limit],
+  );
 }
 
 /** One submission of the organization, with its form's title. */

@@ -12,6 +12,7 @@ import {
 import { FILES_OF_DELETED_SQL } from '../files/store';
 import { splitAllowances } from '../quotas/quota';
 import type { ChangeType } from './changes';
+import { countDaysSql } from './day-counts';
 import type { SubmissionSource } from './entities';
 
 /**
@@ -204,7 +205,7 @@ const CLAIMS_SPLIT = 'claims split';
  *    statement fails instead (CLAIMS_SPLIT), undoing all of it, and the caller runs it again, when
  *    the taken claim is visible and the item is refused before anything of it is written.
  * 5. Stored items: the counted slots, the submission rows, the completed idempotency records, their
- *    deliveries, syncs and changes (in item order).
+ *    deliveries, syncs, their forms' day counts (day-counts.ts) and changes (in item order).
  *
  * One answer per item, in item order.
  *
@@ -339,7 +340,9 @@ ${claims ? `), taken as (
     from items i join stored s using (seq), jsonb_array_elements(coalesce(i.syncs, '[]')) c
    order by i.seq
   returning 1
-), ${recordChangesSql('created_change', 'submission.created',
+), ${countDaysSql('day_counted',
+  'select i.org as organization_id, i.form as form_id, i.created as created_at, 1 as delta from items i join stored s using (seq)')
+}, ${recordChangesSql('created_change', 'submission.created',
   'select i.org as organization_id, i.form as form_id, i.id as submission_id, i.created as occurred_at, i.seq from items i join stored s using (seq)')
 }, settled as (
   select case when ${claims ? `exists (select from outcome o where o.tried and o.got > 0 and o.got < o.need)
@@ -860,12 +863,14 @@ const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.delete
 
 /**
  * Deletes one submission of an organization; answers its id, form and form title (no row: nothing
- * deleted). Its files go `deleting` in the same statement; the deletion job deletes their bytes.
+ * deleted). Its day's count goes down and its files go `deleting` in the same statement; the
+ * deletion job deletes their bytes.
  */
 export const DELETE_SUBMISSION_SQL = `
 with gone as (
-  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id
-), ${DELETED_CHANGE_SQL}, ${FILES_OF_DELETED_SQL}
+  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id, created_at
+), ${DELETED_CHANGE_SQL}, ${countDaysSql('day_uncounted', 'select g.organization_id, g.form_id, g.created_at, -1 as delta from gone g')
+}, ${FILES_OF_DELETED_SQL}
 select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
 /** Deletes the row of DELETE_SUBMISSION_SQL; undefined when the organization has no such submission. */

@@ -1,7 +1,8 @@
 import type { Em } from '../../db/orm';
 
 // The statements of the monthly usage roll-up: its state row (when the last run started) and the
-// recount of submissions per organization, form and UTC month.
+// recount of submissions per organization, form and UTC month, from the forms' day counts
+// (submissions/day-counts.ts): a recount costs the days of two months, not their rows.
 
 const ROLLUP_STATE_KEY = 'usage_rollup_from';
 /** Submissions commit a little after their created_at, so each run also looks this far behind the last one. */
@@ -9,9 +10,9 @@ const ROLLUP_OVERLAP = `interval '5 minutes'`;
 
 const RECOUNT = (formFilter: string) => `
   insert into usage_rollups as r (organization_id, form_id, month, submissions, updated_at)
-  select organization_id, form_id, to_char(created_at at time zone 'UTC', 'YYYY-MM'), count(*), now()
-    from submissions
-   where created_at >= date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' - interval '1 month' ${formFilter}
+  select organization_id, form_id, to_char(day, 'YYYY-MM'), sum(count), now()
+    from submission_day_counts
+   where day >= (date_trunc('month', now() at time zone 'UTC') - interval '1 month')::date ${formFilter}
    group by 1, 2, 3
   on conflict (organization_id, form_id, month)
   do update set submissions = excluded.submissions, updated_at = now()
@@ -29,10 +30,10 @@ export async function recountAllForms(tx: Em): Promise<void> {
   await tx.execute(RECOUNT(''));
 }
 
-/** Recounts this month and the last for the forms that received submissions since `since` (less the overlap). */
+/** Recounts this month and the last for the forms whose submissions were counted since the day of `since` (less the overlap). */
 export async function recountFormsSince(tx: Em, since: string): Promise<void> {
   await tx.execute(RECOUNT(`and form_id in (
-        select distinct form_id from submissions where created_at >= ?::timestamptz - ${ROLLUP_OVERLAP})`), [since]);
+        select form_id from submission_day_counts where day >= ((?::timestamptz - ${ROLLUP_OVERLAP}) at time zone 'UTC')::date)`), [since]);
 }
 
 /** The next run recounts from now. */
