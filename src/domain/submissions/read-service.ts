@@ -4,7 +4,7 @@ import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
 import { findSubmissionRow, listSubmissionRows } from './read-store';
-import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './store';
+import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
 export const REDACTED = 'Redacted';
 

@@ -3,8 +3,8 @@ import type { FeedPosition } from './changes';
 import type { ListFilter } from './read-service';
 
 // The statements that read stored submissions: the list and its count, one submission with its
-// form's title, the change feed and the export's cursor. Statements that write them (storing,
-// deleting, the fan-out, partitions, the change feed's purge) are in store.ts.
+// form's title, the change feed and the export's cursor. Statements that write them are in
+// storing-statement.ts, deletion.ts, fanout-store.ts, partitions.ts and change-records.ts.
 
 /** A submission's columns as reads return them. */
 export interface SubmissionReadRow {
