@@ -6,7 +6,7 @@ import { KeyStore } from './domain/auth/key-store';
 import { resolveEncryptionKeys } from './domain/secrets/keys';
 import { INVALIDATION_CHANNEL, publishInvalidation } from './lib/cache-invalidation';
 import { FormCache } from './domain/forms/form-cache';
-import { SubmissionWriter } from './domain/submissions/store';
+import { SubmissionWriter } from './domain/submissions/submission-writer';
 import { ensureSubmissionPartitions } from './domain/submissions/partitions';
 import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';

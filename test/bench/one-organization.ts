@@ -6,7 +6,7 @@ import { createOrganization } from '../../src/domain/auth/admin';
 import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { storeSubmissions } from '../../src/domain/submissions/store';
+import { storeSubmissions } from '../../src/domain/submissions/submission-writer';
 import { newId } from '../../src/lib/ids';
 import { benchEnvironment, benchNumber } from './support';
 

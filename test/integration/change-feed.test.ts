@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { Client } from 'pg';
 import { decodeCursor, encodeCursor, purgeSubmissionChanges } from '../../src/domain/submissions/changes';
-import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/store';
-import { splitQuotaSlots, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, type SubmissionRow } from '../../src/domain/submissions/store';
+import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
+import { splitQuotaSlots } from '../../src/domain/submissions/quota-slots';
+import { STORE_SUBMISSIONS_SQL, storeSubmissionsValues, type SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';
 import { feedSettled } from '../support/change-feed';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
-import { createSubmissionPartitions, type SubmissionRow } from '../../src/domain/submissions/store';
+import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
+import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { newId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import {
   STORE_PLAIN_SUBMISSIONS_SQL, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, type SubmissionRow,
-} from '../../src/domain/submissions/store';
+} from '../../src/domain/submissions/storing-statement';
 import { startTestApp, type TestApp } from '../support/harness';
 
 describe('indexes on the submission path', () => {

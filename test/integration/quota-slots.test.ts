@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { Client } from 'pg';
 import { updateOrganization } from '../../src/domain/auth/admin';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import {
-  afterUncounted, QUOTA_SLOTS, splitQuotaSlots, STORE_SUBMISSIONS_SQL, storeSubmissions, storeSubmissionsValues, type Settled, type SubmissionRow,
-} from '../../src/domain/submissions/store';
+import { QUOTA_SLOTS, splitQuotaSlots } from '../../src/domain/submissions/quota-slots';
+import { STORE_SUBMISSIONS_SQL, storeSubmissionsValues, type SubmissionRow } from '../../src/domain/submissions/storing-statement';
+import { afterUncounted, storeSubmissions, type Settled } from '../../src/domain/submissions/submission-writer';
 import { ensureDatabase, initOrm, type Orm } from '../../src/db/orm';
 import { newId } from '../../src/lib/ids';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
@@ -13,7 +13,7 @@ import { call, createPublishedForm, createTenant, fieldInput as field, startTest
 /** The outcome of a submission stored alone. */
 const outcomeOf = ([settled]: Settled[]): string => ('error' in settled ? 'error' : settled.outcome.kind);
 
-/** The monthly quota split into slots (QUOTA_SLOTS in src/domain/submissions/store.ts). */
+/** The monthly quota split into slots (QUOTA_SLOTS in src/domain/submissions/quota-slots.ts). */
 describe('monthly quota in slots', () => {
   let t: TestApp;
   const month = quotaMonth(new Date());

@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import { Client } from 'pg';
 import { createdFanout } from '../../src/domain/submissions/fanout';
+import { claimIdempotencyKey } from '../../src/domain/submissions/idempotency-records';
 import {
-  claimIdempotencyKey, claimsNothing, MAX_GROUP, STORE_PLAIN_SUBMISSIONS_SQL, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, storingStatement,
-  type InsertOutcome, type ItemAnswer, type SubmissionRow,
-} from '../../src/domain/submissions/store';
+  claimsNothing, STORE_PLAIN_SUBMISSIONS_SQL, STORE_SUBMISSIONS_SQL, storeSubmissionsValues, storingStatement, type InsertOutcome, type ItemAnswer, type SubmissionRow,
+} from '../../src/domain/submissions/storing-statement';
+import { MAX_GROUP } from '../../src/domain/submissions/submission-writer';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { newId } from '../../src/lib/ids';
 import { metrics } from '../../src/lib/metrics';

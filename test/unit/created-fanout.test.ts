@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { CachedForm } from '../../src/domain/forms/form-cache';
 import type { Field } from '../../src/domain/forms/types';
 import { createdFanout } from '../../src/domain/submissions/fanout';
-import type { SubmissionRow } from '../../src/domain/submissions/store';
+import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { buildSubmissionEvent } from '../../src/domain/webhooks/events';
 
 const fields = [{ id: 'fld_email', label: 'Email' }, { id: 'fld_topic', label: 'Topic' }] as Field[];

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { splitAllowances } from '../../src/domain/quotas/quota';
-import { afterUncounted } from '../../src/domain/submissions/store';
+import { afterUncounted } from '../../src/domain/submissions/submission-writer';
 
 describe('quota slots', () => {
   it('split a fresh month evenly, the remainder to the lowest slots, adding up to the quota', () => {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { causedByAnItem, itemOutcome, type ItemAnswer, type SubmissionRow } from '../../src/domain/submissions/store';
+import { itemOutcome, type ItemAnswer, type SubmissionRow } from '../../src/domain/submissions/storing-statement';
+import { causedByAnItem } from '../../src/domain/submissions/submission-writer';
 
 const row = (over: Partial<SubmissionRow> = {}): SubmissionRow => ({
   id: 'sub_1', organizationId: 'org_1', formId: 'frm_1', formUpdatedAt: new Date(0), month: '2026-11', data: {},

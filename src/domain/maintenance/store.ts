@@ -1,5 +1,5 @@
 import type { Em } from '../../db/orm';
-import { IDEMPOTENCY_TTL_HOURS } from '../submissions/store';
+import { IDEMPOTENCY_TTL_HOURS } from '../submissions/idempotency-records';
 
 // The statements of the hourly maintenance: expired idempotency records, webhooks failing too long,
 // and the retention of ended outbox rows, deliveries and CRM syncs. (Its other parts have their own

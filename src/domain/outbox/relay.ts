@@ -1,7 +1,7 @@
 import type { Config } from '../../../config';
 import type { Orm } from '../../db/orm';
 import type { Producer } from '../../queues/producer';
-import { SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/store';
+import { SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/fanout-store';
 import { claimRelayBatch, postponeRelay, type RelayRow } from './store';
 
 /** What the relay and the sweep of owed work use: the database, the queues, the sweep's interval. */

@@ -1,5 +1,5 @@
 import type { Em } from '../../db/orm';
-import { SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/store';
+import { SUBMISSION_CREATED_TOPIC, SUBMISSION_DELETED_TOPIC } from '../submissions/fanout-store';
 
 // The statements of the outbox (rows committed with the submission that its fan-out must handle)
 // and of the work still owed on deliveries and syncs.

@@ -10,7 +10,7 @@ export function effectiveQuota(plan: Plan, override: number | null): number {
 }
 
 /**
- * The allowances of a month's counter slots (see QUOTA_SLOTS in submissions/store.ts) for `quota`,
+ * The allowances of a month's counter slots (see QUOTA_SLOTS in submissions/quota-slots.ts) for `quota`,
  * given what each slot has used: every slot keeps what it used, and what the quota leaves beyond
  * the month's total is spread evenly, the remainder to the lowest slots. So the allowances add up
  * to the quota exactly, or to what is already used when a lowered quota is below it (no slot has

@@ -3,7 +3,7 @@ import {
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
   type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
-import { completeIdempotencyKey, findIdempotencyRecords } from './store';
+import { completeIdempotencyKey, findIdempotencyRecords } from './idempotency-records';
 import type { CachedForm } from '../forms/form-cache';
 import { isPlainObject } from '../../lib/objects';
 import { mapAtMost } from '../../lib/map-at-most';

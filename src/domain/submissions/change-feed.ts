@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
-import type { ChangeType, FeedPosition } from './changes';
+import type { ChangeType } from './change-records';
+import type { FeedPosition } from './changes';
 import type { FileLinks } from '../files/links';
 import { readChangeRows } from './read-store';
 import { shownValues } from './read-service';

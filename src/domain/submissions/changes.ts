@@ -1,7 +1,5 @@
 import type { Em } from '../../db/orm';
-import { deleteChangesOlderThan } from './store';
-
-export type ChangeType = 'submission.created' | 'submission.deleted';
+import { deleteChangesOlderThan } from './change-records';
 
 /** A place in the feed: after the change of transaction `xid` at `position` (decimal strings). */
 export interface FeedPosition {

@@ -18,10 +18,9 @@ import { submitterDetailsToStore } from './submitter';
 import { createdFanout } from './fanout';
 import { checkUploads, uploadRefs, type Files, type UploadRef } from '../files/uploads';
 import { claimedUploads, type UploadRow } from '../files/store';
-import {
-  claimIdempotencyKey, findIdempotencyRecord, releaseIdempotencyKey,
-  type ClaimKind, type CreatedFanout, type InsertOutcome, type Settled, type StoredIdempotency, type SubmissionRow, type SubmissionWriter,
-} from './store';
+import { claimIdempotencyKey, findIdempotencyRecord, releaseIdempotencyKey, type StoredIdempotency } from './idempotency-records';
+import type { ClaimKind, CreatedFanout, InsertOutcome, SubmissionRow } from './storing-statement';
+import type { Settled, SubmissionWriter } from './submission-writer';
 import { validateSubmission, type FieldError } from './validate';
 
 /** What storing a submission uses: the database, the form cache, the key sealing values, the queues. */

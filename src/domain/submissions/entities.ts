@@ -17,7 +17,7 @@ export class Submission {
 
 /**
  * An organization's submissions counted in a month: a read-only view summing the month's counter
- * slots (`usage_counter_slots`, written only by the storing statements of submissions/store.ts).
+ * slots (`usage_counter_slots`, written only by submissions/storing-statement.ts and quota-slots.ts).
  */
 @Entity({ tableName: 'usage_counters', readonly: true })
 export class UsageCounter {

@@ -6,10 +6,11 @@ import {
   buildSubmissionDeletedEvent, buildSubmissionEvent, eventIdForSubmission, type LabelledField, type SubmissionSnapshot,
 } from '../webhooks/events';
 import type { CachedForm } from '../forms/form-cache';
+import type { SubmissionDeletedFacts } from './deletion';
 import {
   findDeletionForFanout, findSubmissionForFanout, insertDeletionFanout, insertSubmissionFanout, markNothingToFanOut,
-  type SubmissionDeletedFacts, type SubmissionFanout, type SubmissionRow,
-} from './store';
+} from './fanout-store';
+import type { SubmissionFanout, SubmissionRow } from './storing-statement';
 
 /** A sync row (new id) per active CRM integration of a form's settings. */
 function newSyncRows(settings: Record<string, any>) {

@@ -1,7 +1,6 @@
 import type { Em } from '../../db/orm';
 import { markFilesOfSubmissionsBefore } from '../files/store';
 import { deleteDayCountsBefore } from './day-counts';
-import { createSubmissionPartitions, dropSubmissionPartitionsBefore } from './store';
 
 /** Months of submission partitions kept ready beyond the current one. */
 export const PARTITION_MONTHS_AHEAD = 3;
@@ -29,5 +28,40 @@ export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: n
   return dropSubmissionPartitionsBefore(em, cutoff, async (tx) => {
     await markFilesOfSubmissionsBefore(tx, cutoff);
     await deleteDayCountsBefore(tx, cutoff);
+  });
+}
+
+/**
+ * Partition DDL waits at most this long for its lock: an export streaming for minutes must not
+ * hold new submissions back behind a waiting ALTER. The next maintenance run tries again, long
+ * before the months ahead run out.
+ */
+const DDL_LOCK_TIMEOUT = '2s';
+
+async function withDdlLock<T>(em: Em, run: (tx: Em) => Promise<T>): Promise<T> {
+  return em.transactional(async (tx) => {
+    await tx.execute(`set local lock_timeout = '${DDL_LOCK_TIMEOUT}'`);
+    return run(tx);
+  });
+}
+
+/** Creates the monthly partitions from `now`'s month to `monthsAhead` months later that do not exist yet; names them. */
+export async function createSubmissionPartitions(em: Em, now: Date, monthsAhead: number): Promise<string[]> {
+  return withDdlLock(em, async (tx) => {
+    const rows = await tx.execute(
+      `select ensure_submission_partitions(?::timestamptz, ?::timestamptz + make_interval(months => ?)) as name`,
+      [now.toISOString(), now.toISOString(), monthsAhead],
+    );
+    return rows.map((r: any) => r.name as string);
+  });
+}
+
+/** Drops every monthly partition that ended before `cutoff`, after `beforeDrop` in the same transaction; names them. */
+export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date, beforeDrop?: (tx: Em) => Promise<unknown>): Promise<string[]> {
+  return withDdlLock(em, async (tx) => {
+    await beforeDrop?.(tx);
+    const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
+      [cutoff.toISOString()]);
+    return rows.map((r: any) => r.name as string);
   });
 }

@@ -6,7 +6,7 @@ import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays } from './day-counts';
 import { daySpan, locateOffset, pageUpperBound, partialDays, type DayCount, type TimeBounds } from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
-import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './store';
+import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
 export const REDACTED = 'Redacted';
 

@@ -1,9 +1,10 @@
 import type { Em } from '../../db/orm';
 import type { FeedPosition } from './changes';
 
-// The statements that read stored submissions: a page of the list (its count is in day-counts.ts), one submission with its
-// form's title, the change feed and the export's cursor. Statements that write them (storing,
-// deleting, the fan-out, partitions, the change feed's purge) are in store.ts.
+// The statements that read stored submissions: a page of the list (its counts are in
+// day-counts.ts), one submission with its form's title, the change feed and the export's cursor.
+// Statements that write them are in storing-statement.ts, deletion.ts, fanout-store.ts,
+// partitions.ts, change-records.ts and day-counts.ts.
 
 /** A submission's columns as reads return them. */
 export interface SubmissionReadRow {

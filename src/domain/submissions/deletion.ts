@@ -1,0 +1,66 @@
+import type { Em } from '../../db/orm';
+import { FILES_OF_DELETED_SQL } from '../files/store';
+import { recordChangesSql } from './change-records';
+import { countDaysSql } from './day-counts';
+import { SUBMISSION_DELETED_TOPIC } from './fanout-store';
+
+/** Deleting a submission: its row (with its change record, its day's count and its files), the deletion's outbox row, the scrub of its ended deliveries. */
+
+/** What the deletion event needs, captured while the submission and its form are still there. */
+export interface SubmissionDeletedFacts {
+  organizationId: string;
+  submissionId: string;
+  formId: string;
+  formTitle: string;
+  /** ISO date-time once stored. */
+  deletedAt: Date | string;
+}
+
+/** The outbox row of a deletion, written inside the deleting transaction; returns its id. */
+export async function recordSubmissionDeleted(tx: Em, facts: SubmissionDeletedFacts): Promise<string> {
+  const [row] = await tx.execute(
+    'insert into outbox (topic, payload) values (?, ?::jsonb) returning id::text as id',
+    [SUBMISSION_DELETED_TOPIC, JSON.stringify({ ...facts, deletedAt: new Date(facts.deletedAt).toISOString() })],
+  );
+  return row.id;
+}
+
+/** The change feed's record of a deletion, written in the deleting statement itself. */
+const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.deleted',
+  'select g.organization_id, g.form_id, g.id as submission_id, now() as occurred_at, 0 as seq from gone g');
+
+/**
+ * Deletes one submission of an organization; answers its id, form and form title (no row: nothing
+ * deleted). Its day's count goes down and its files go `deleting` in the same statement; the
+ * deletion job deletes their bytes.
+ */
+export const DELETE_SUBMISSION_SQL = `
+with gone as (
+  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id, created_at
+), ${DELETED_CHANGE_SQL}, ${countDaysSql('day_uncounted', 'select g.organization_id, g.form_id, g.created_at, -1 as delta from gone g')
+}, ${FILES_OF_DELETED_SQL}
+select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
+
+/** Deletes the row of DELETE_SUBMISSION_SQL; undefined when the organization has no such submission. */
+export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string)
+  : Promise<{ id: string; form_id: string; form_title: string } | undefined> {
+  const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string }>>(DELETE_SUBMISSION_SQL, [submissionId, organizationId]);
+  return gone;
+}
+
+/**
+ * The submission's values leave the stored payloads of its deliveries that have ended (succeeded
+ * or failed); pending ones keep theirs, as they are still owed to the receiver.
+ */
+export async function scrubEndedDeliveries(tx: Em, organizationId: string, eventId: string): Promise<void> {
+  await tx.execute(
+    `update webhook_deliveries
+        set payload = jsonb_set(jsonb_set(jsonb_set(jsonb_set(payload::jsonb,
+              '{data,submission,data}', '{}'), '{data,submission,rawData}', '{}'),
+              '{data,submission,submitterEmail}', 'null'), '{data,submission,submitterName}', 'null')::text,
+            updated_at = updated_at
+      where organization_id = ? and event_id = ? and status <> 'pending'
+        and payload::jsonb #> '{data,submission,data}' is not null`,
+    [organizationId, eventId],
+  );
+}
