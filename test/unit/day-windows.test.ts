@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { daySpan, locateOffset, pageUpperBound, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
+import { daySpan, locateOffset, pageStart, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
 
 const at = (iso: string) => new Date(iso);
 
@@ -32,11 +32,11 @@ describe('day windows (pure)', () => {
 
   it('locates an offset in the day that holds it, skipping whole days', () => {
     const days: DayCount[] = [{ day: '2026-03-03', count: 2 }, { day: '2026-03-02', count: 5 }, { day: '2026-03-01', count: 1 }];
-    expect(locateOffset(days, 0)).to.deep.equal({ day: '2026-03-03', skip: 0 });
-    expect(locateOffset(days, 1)).to.deep.equal({ day: '2026-03-03', skip: 1 });
-    expect(locateOffset(days, 2)).to.deep.equal({ day: '2026-03-02', skip: 0 });
-    expect(locateOffset(days, 6)).to.deep.equal({ day: '2026-03-02', skip: 4 });
-    expect(locateOffset(days, 7)).to.deep.equal({ day: '2026-03-01', skip: 0 });
+    expect(locateOffset(days, 0)).to.deep.equal({ day: days[0], skip: 0 });
+    expect(locateOffset(days, 1)).to.deep.equal({ day: days[0], skip: 1 });
+    expect(locateOffset(days, 2)).to.deep.equal({ day: days[1], skip: 0 });
+    expect(locateOffset(days, 6)).to.deep.equal({ day: days[1], skip: 4 });
+    expect(locateOffset(days, 7)).to.deep.equal({ day: days[2], skip: 0 });
     expect(locateOffset(days, 8)).to.equal(null);
     expect(locateOffset([], 0)).to.equal(null);
   });
@@ -44,15 +44,31 @@ describe('day windows (pure)', () => {
   it('locates the same row as counting through every row would', () => {
     fc.assert(fc.property(fc.array(fc.integer({ min: 1, max: 20 }), { maxLength: 30 }), fc.nat(400), (counts, offset) => {
       const days = counts.map((count, i) => ({ day: utcDay(new Date(Date.UTC(2026, 0, 30 - i))), count }));
-      const rows = days.flatMap((d) => Array.from({ length: d.count }, (_, k) => ({ day: d.day, k })));
+      const rows = days.flatMap((d) => Array.from({ length: d.count }, (_, k) => ({ day: d, k })));
       const row = rows[offset];
       expect(locateOffset(days, offset)).to.deep.equal(row ? { day: row.day, skip: row.k } : null);
     }));
   });
 
-  it('ends a page at its day\'s end, or at the bounds\' own end when that comes first', () => {
-    expect(pageUpperBound('2026-03-01', null)).to.deep.equal(at('2026-03-02T00:00:00Z'));
-    expect(pageUpperBound('2026-03-01', at('2026-03-01T12:00:00Z'))).to.deep.equal(at('2026-03-01T12:00:00Z'));
-    expect(pageUpperBound('2026-03-01', at('2026-03-05T00:00:00Z'))).to.deep.equal(at('2026-03-02T00:00:00Z'));
+  it('starts a page from the nearer end of its day, within the bounds', () => {
+    const day = { day: '2026-03-01', count: 10 };
+    expect(pageStart({ day, skip: 0 }, { from: null, until: null })).to.deep.equal(
+      { from: at('2026-03-01T00:00:00Z'), until: at('2026-03-02T00:00:00Z'), skip: 0, fromOldest: false });
+    expect(pageStart({ day, skip: 4 }, { from: null, until: null })).to.include({ skip: 4, fromOldest: false });
+    expect(pageStart({ day, skip: 5 }, { from: null, until: null })).to.include({ skip: 4, fromOldest: true });
+    expect(pageStart({ day, skip: 9 }, { from: null, until: null })).to.include({ skip: 0, fromOldest: true });
+    expect(pageStart({ day, skip: 2 }, { from: at('2026-03-01T06:00:00Z'), until: at('2026-03-01T18:00:00Z') })).to.deep.equal(
+      { from: at('2026-03-01T06:00:00Z'), until: at('2026-03-01T18:00:00Z'), skip: 2, fromOldest: false });
+    expect(pageStart({ day, skip: 2 }, { from: at('2026-02-20T00:00:00Z'), until: at('2026-03-05T00:00:00Z') })).to.include(
+      { skip: 2, fromOldest: false });
+  });
+
+  it('names the same row from either end: the skip-th newest is the (count - 1 - skip)-th oldest', () => {
+    fc.assert(fc.property(fc.integer({ min: 1, max: 1000 }), fc.nat(999), (count, k) => {
+      const skip = k % count;
+      const start = pageStart({ day: { day: '2026-03-01', count }, skip }, { from: null, until: null });
+      expect(start.skip).to.be.at.most(Math.floor(count / 2));
+      expect(start.fromOldest ? count - 1 - start.skip : start.skip).to.equal(skip);
+    }));
   });
 });

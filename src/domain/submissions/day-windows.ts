@@ -47,31 +47,47 @@ export function daySpan({ from, until }: TimeBounds): { first: string | null; la
 export function partialDays({ from, until }: TimeBounds): PartialDay[] {
   if (from && until && from >= until) return [];
   const windows = new Map<string, PartialDay>();
-  const clip = (day: string): PartialDay => {
-    const start = dayStart(day);
-    const end = new Date(start.getTime() + DAY_MS);
-    return { day, from: from && from > start ? from : start, until: until && until < end ? until : end };
-  };
+  const clip = (day: string): PartialDay => ({ day, ...dayWindow(day, { from, until }) });
   if (from && !isMidnight(from)) windows.set(utcDay(from), clip(utcDay(from)));
   if (until && !isMidnight(until)) windows.set(utcDay(until), clip(utcDay(until)));
   return [...windows.values()];
 }
 
+/** The part of a UTC day within the bounds, [from, until). */
+function dayWindow(day: string, bounds: TimeBounds): { from: Date; until: Date } {
+  const start = dayStart(day);
+  const end = new Date(start.getTime() + DAY_MS);
+  return { from: bounds.from && bounds.from > start ? bounds.from : start, until: bounds.until && bounds.until < end ? bounds.until : end };
+}
+
 /**
  * Where the row `offset` places from the newest begins, with `days` newest first: the day holding
- * it and how many of that day's newer rows come before it; null when the days hold no more rows.
+ * it (with its count) and how many of that day's newer rows come before it; null when the days hold
+ * no more rows.
  */
-export function locateOffset(days: DayCount[], offset: number): { day: string; skip: number } | null {
+export function locateOffset(days: DayCount[], offset: number): { day: DayCount; skip: number } | null {
   let before = 0;
-  for (const { day, count } of days) {
-    if (offset < before + count) return { day, skip: offset - before };
-    before += count;
+  for (const day of days) {
+    if (offset < before + day.count) return { day, skip: offset - before };
+    before += day.count;
   }
   return null;
 }
 
-/** The end (exclusive) of a page that starts on `day`: the day's end, or the bounds' own if earlier. */
-export function pageUpperBound(day: string, until: Date | null): Date {
-  const end = new Date(dayStart(day).getTime() + DAY_MS);
-  return until && until < end ? until : end;
+/**
+ * The row a page starts at: the `skip`-th of the window [from, until), counted from its newest row,
+ * or from its oldest (`fromOldest`) when that is the shorter walk, so that no page walks past more
+ * than half a day's rows and the last page costs what the first does.
+ */
+export interface PageStart {
+  from: Date;
+  until: Date;
+  skip: number;
+  fromOldest: boolean;
+}
+
+/** The start of a page whose first row is the `skip`-th newest of `day` (locateOffset), within the bounds. */
+export function pageStart({ day, skip }: { day: DayCount; skip: number }, bounds: TimeBounds): PageStart {
+  const fromOldest = skip > (day.count - 1) / 2;
+  return { ...dayWindow(day.day, bounds), skip: fromOldest ? day.count - 1 - skip : skip, fromOldest };
 }

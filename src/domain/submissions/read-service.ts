@@ -4,7 +4,7 @@ import { isSealedValue } from './sealed-values';
 import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays } from './day-counts';
-import { daySpan, locateOffset, pageUpperBound, partialDays, type DayCount, type TimeBounds } from './day-windows';
+import { daySpan, locateOffset, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
@@ -55,18 +55,23 @@ function toRecord(row: any): SubmissionRecord {
 /**
  * A page of the form's submissions, newest first, and how many the filter holds, read through the
  * day counts: the total sums days (and counts a partial first or last day from its rows), and the
- * page skips whole days before it walks into one. Both cost the days spanned and the page, not the
- * form's submissions.
+ * page skips whole days before it walks into one, from whichever end is nearer. Both cost the days
+ * spanned and the page, not the form's submissions.
  */
 export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
   : Promise<{ items: SubmissionRecord[]; total: number }> {
   const days = await countDays(em, organizationId, formId, filter);
   const total = days.reduce((sum, d) => sum + d.count, 0);
-  const start = locateOffset(days, filter.offset);
-  if (!start) return { items: [], total };
-  const rows = await readSubmissionPage(em, organizationId, formId, {
-    lower: filter.from, upper: pageUpperBound(start.day, filter.until), skip: start.skip, limit: filter.limit,
-  });
+  const located = locateOffset(days, filter.offset);
+  if (!located) return { items: [], total };
+  const start = pageStart(located, filter);
+  let rows = await readSubmissionPage(em, organizationId, formId, { lower: filter.from, start, limit: filter.limit });
+  // The day lost rows between its count and the walk from its oldest: walk from its newest instead.
+  if (!rows.length && start.fromOldest) {
+    rows = await readSubmissionPage(em, organizationId, formId, {
+      lower: filter.from, start: { ...start, skip: located.skip, fromOldest: false }, limit: filter.limit,
+    });
+  }
   return { items: rows.map(toRecord), total };
 }
 

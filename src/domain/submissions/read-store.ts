@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import type { FeedPosition } from './changes';
+import type { PageStart } from './day-windows';
 
 // The statements that read stored submissions: a page of the list (its counts are in
 // day-counts.ts), one submission with its form's title, the change feed and the export's cursor.
@@ -17,28 +18,34 @@ export interface SubmissionReadRow {
 }
 
 /**
- * A page of the form's submissions, newest first: `limit` rows from the `skip`-th row before
- * `upper` (exclusive) on, none before `lower`. The start row is found first, by an index-only walk
- * (without organization_id, which the form's index lacks: the page's own scan filters by it), and
- * the page read from it: the skipped rows cost an index entry each, not a row. A caller skips at
- * most one day's rows (day-windows.ts, locateOffset).
+ * A page of the form's submissions, newest first: `limit` rows from `start` (day-windows.ts) on,
+ * none before `lower`. The start row is found first, by an index-only walk over the window's index
+ * entries (without organization_id, which the form's index lacks: the page's own scan filters by
+ * it), and the page read from it: the skipped rows cost an index entry each, not a row. Walking
+ * from the newest, the walk may go on past the window's oldest row (rows deleted since they were
+ * counted); from the oldest it stays in the window, and finds no start then.
  */
 export async function readSubmissionPage(em: Em, organizationId: string, formId: string,
-  page: { lower: Date | null; upper: Date; skip: number; limit: number }): Promise<SubmissionReadRow[]> {
+  page: { lower: Date | null; start: PageStart; limit: number }): Promise<SubmissionReadRow[]> {
+  const { start } = page;
   const lower = page.lower ? 'and created_at >= ?' : '';
   const lowerParam = page.lower ? [page.lower.toISOString()] : [];
+  const startSql = start.fromOldest
+    ? `select created_at, id from submissions where form_id = ? and created_at >= ? and created_at < ?
+        order by created_at, id offset ? limit 1`
+    : `select created_at, id from submissions where form_id = ? and created_at < ? ${lower}
+        order by created_at desc, id desc offset ? limit 1`;
+  const startParams = start.fromOldest
+    ? [formId, start.from.toISOString(), start.until.toISOString(), start.skip]
+    : [formId, start.until.toISOString(), ...lowerParam, start.skip];
   return em.getConnection().execute<SubmissionReadRow[]>(
-    `with start as materialized (
-       select created_at, id from submissions
-        where form_id = ? and created_at < ? ${lower}
-        order by created_at desc, id desc offset ? limit 1
-     )
+    `with start as materialized (${startSql})
      select id, form_id, data, submitter_email, submitter_name, created_at from submissions
       where organization_id = ? and form_id = ? ${lower}
         and created_at <= (select created_at from start)
         and (created_at < (select created_at from start) or id <= (select id from start))
       order by created_at desc, id desc limit ?`,
-    [formId, page.upper.toISOString(), ...lowerParam, page.skip, organizationId, formId, ...lowerParam, page.limit],
+    [...startParams, organizationId, formId, ...lowerParam, page.limit],
   );
 }
 
