@@ -51,9 +51,10 @@ export interface OwnPostgres {
  * Initializes and starts a PostgreSQL instance as an operator runs one: fsync and full-page writes
  * on, autovacuum on (the defaults), `settings` on top (e.g. shared_buffers). Listens on 127.0.0.1
  * only, trust authentication. Its log (and autovacuum's, `log_autovacuum_min_duration = 0`) goes to
- * `logFile`, kept after the directory is removed.
+ * `logFile`, kept after the directory is removed. On `port`, or a free one.
  */
-export async function ownPostgres(settings: Record<string, string | number>, logFile: string): Promise<OwnPostgres> {
+export async function ownPostgres(opts: { settings: Record<string, string | number>; logFile: string; port?: number }): Promise<OwnPostgres> {
+  const { settings, logFile } = opts;
   const bin = postgresBinDir();
   const user = postgresRunAs();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fs-pg-own-'));
@@ -61,7 +62,7 @@ export async function ownPostgres(settings: Record<string, string | number>, log
   const dataDir = path.join(dir, 'data');
   fs.writeFileSync(logFile, '');
   if (user.uid !== undefined) fs.chownSync(logFile, user.uid, user.gid!);
-  const port = await freePort();
+  const port = opts.port ?? await freePort();
   const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;
   let stopped: Promise<void> | null = null;
   const stop = () => stopped ??= (async () => {
@@ -74,8 +75,8 @@ export async function ownPostgres(settings: Record<string, string | number>, log
   try {
     await run(`${bin}/initdb`, ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8'], { ...user, timeout: 120_000 });
     const conf = {
-      listen_addresses: "'127.0.0.1'", port, unix_socket_directories: `'${dir}'`,
       log_autovacuum_min_duration: 0, ...settings,
+      listen_addresses: "'127.0.0.1'", port, unix_socket_directories: `'${dir}'`,
     };
     fs.appendFileSync(path.join(dataDir, 'postgresql.conf'),
       `\n# ownPostgres\n${Object.entries(conf).map(([k, v]) => `${k} = ${v}`).join('\n')}\n`);
