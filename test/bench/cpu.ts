@@ -24,7 +24,8 @@ export function machineCpuMs(): number {
   return ((user + nice + system + irq + softirq + steal) * 1000) / CLOCK_TICKS_PER_SECOND;
 }
 
-function readProc(pid: number, file: string): string | null {
+/** A file of /proc/<pid>, or null once the process is gone. */
+export function readProc(pid: number, file: string): string | null {
   try {
     return readFileSync(`/proc/${pid}/${file}`, 'utf8');
   } catch {
@@ -32,7 +33,7 @@ function readProc(pid: number, file: string): string | null {
   }
 }
 
-function pids(): number[] {
+export function pids(): number[] {
   return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
 }
 

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import http from 'node:http';
 import { cpus } from 'node:os';
 import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
@@ -13,7 +12,7 @@ import { waitUntil, type ServiceProcess, startEntry } from '../support/processes
 import { cpuMs, cpuUsed, sampleCpu } from './cpu';
 import { bareEchoCost } from './machine';
 import { commandsPerSubmission, snapshotCommands, snapshotStatements, topStatements } from './server-stats';
-import { atFixedRate, benchArg, benchEnvironment, benchNumber, percentile, seedWebhookBench } from './support';
+import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percentile, post, seedWebhookBench } from './support';
 
 /**
  * Delivery benchmark (issues 4 and 13). Phase 1: for each rate in turn, a steady submission rate
@@ -53,29 +52,6 @@ const PROFILE_DIR = benchArg('profile', '');
 const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 const body = (i: number) => JSON.stringify({ data: { fld_email: `user${i}@example.com`, fld_topic: 'bench' } });
-
-/**
- * The load generator shares the machine with what it measures: node:http on a keep-alive agent
- * costs a fraction of fetch's CPU per request, which otherwise took half a core at 1,000/s.
- */
-const loadAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-
-function post(url: string, payload: string, key: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, {
-      method: 'POST', agent: loadAgent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${key}` },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => { text += chunk; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
 
 /** Sends `rate` requests/s for `seconds` on a fixed schedule (not closed-loop), recording each 201. */
 async function steadyLoad(apiUrl: string, formId: string, keys: string[], rate: number, seconds: number) {

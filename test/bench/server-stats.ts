@@ -1,5 +1,6 @@
 import IORedis from 'ioredis';
 import { Client } from 'pg';
+import { pids, readProc } from './cpu';
 
 // What PostgreSQL (pg_stat_statements) and Redis (INFO commandstats) did during a bench phase,
 // from snapshots before and after it: nothing is reset, so other users of the servers are not
@@ -149,4 +150,63 @@ export async function sampleWaits(adminUrl: string, database: string, everyMs = 
         .sort((a, b) => b.backends - a.backends);
     },
   };
+}
+
+/** A process's resident set (MB) from /proc/<pid>/status, or NaN once it is gone. */
+export function rssMb(pid: number | undefined): number {
+  const m = pid === undefined ? null : /^VmRSS:\s+(\d+) kB/m.exec(readProc(pid, 'status') ?? '');
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/**
+ * The proportional set (MB) of a process and its children, from /proc/<pid>/smaps_rollup: for
+ * PostgreSQL, the postmaster with its backends and background processes, where a sum of RSS would
+ * count the shared buffers once per backend that touched them.
+ */
+export function treePssMb(parentPid: number): number {
+  let kb = 0;
+  for (const pid of pids()) {
+    const stat = readProc(pid, 'stat');
+    const ppid = stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (pid !== parentPid && ppid !== parentPid) continue;
+    const m = /^Pss:\s+(\d+) kB/m.exec(readProc(pid, 'smaps_rollup') ?? ''); // '' once it ended meanwhile
+    if (m) kb += Number(m[1]);
+  }
+  return kb / 1024;
+}
+
+/** Redis INFO memory's `used_memory` (MB). */
+export async function redisUsedMemoryMb(redisUrl: string): Promise<number> {
+  const redis = new IORedis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    const m = /^used_memory:(\d+)/m.exec(await redis.info('memory'));
+    return m ? Number(m[1]) / 1024 / 1024 : NaN;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export interface TableRows { live: number; dead: number; updates: number; hotUpdates: number; autovacuums: number }
+
+/**
+ * pg_stat_user_tables of the named tables (those that exist), a partitioned table as the sum of its
+ * partitions: live and dead rows, updates and HOT updates so far, autovacuum runs so far.
+ */
+export async function tableRows(databaseUrl: string, tables: string[]): Promise<Map<string, TableRows>> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      `select coalesce(p.relname, s.relname) as name, sum(s.n_live_tup)::float8 as live, sum(s.n_dead_tup)::float8 as dead,
+              sum(s.n_tup_upd)::float8 as updates, sum(s.n_tup_hot_upd)::float8 as hot, sum(s.autovacuum_count)::float8 as autovacuums
+         from pg_stat_user_tables s
+         left join pg_inherits i on i.inhrelid = s.relid
+         left join pg_class p on p.oid = i.inhparent
+        where coalesce(p.relname, s.relname) = any($1)
+        group by 1`, [tables]);
+    return new Map(rows.map((r) => [r.name, { live: r.live, dead: r.dead, updates: r.updates, hotUpdates: r.hot, autovacuums: r.autovacuums }]));
+  } finally {
+    await client.end();
+  }
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { initOrm } from '../../src/db/orm';
@@ -24,14 +25,17 @@ export function announceRuntime(): void {
     : `Node.js ${running}, NOT the pinned ${pinned}: run the bench through npm (npm run bench:…) or node_modules/.bin/node`);
 }
 
-/** A throwaway database and queue prefix for one benchmark run, removed afterwards. */
-export function benchEnvironment(label: string) {
+/**
+ * A throwaway database and queue prefix for one benchmark run, removed afterwards: on the machine's
+ * PostgreSQL and Redis (BENCH_PG_ADMIN_URL, REDIS_URL), or on `servers` of the bench's own.
+ */
+export function benchEnvironment(label: string, servers?: { adminUrl: string; redisUrl: string }) {
   announceRuntime();
   const runId = `${label}${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
-  const adminUrl = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const adminUrl = servers?.adminUrl ?? process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const dbUrl = new URL(adminUrl);
   dbUrl.pathname = `/formservice_bench_${runId}`;
-  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const redisUrl = servers?.redisUrl ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   return {
     adminUrl,
     databaseName: `formservice_bench_${runId}`,
@@ -44,7 +48,7 @@ export function benchEnvironment(label: string) {
     },
     async cleanup() {
       await dropDatabase(dbUrl.toString());
-      await deleteQueueKeys(`fsbench${runId}`);
+      await deleteQueueKeys(`fsbench${runId}`, redisUrl);
     },
   };
 }
@@ -57,17 +61,45 @@ export function percentile(sorted: number[], p: number): number {
 /**
  * Calls `send(i)` for i below rate × seconds on a fixed schedule, open loop (a slow answer does not
  * delay the next call), and waits for every call to settle. The seconds it took, answers included.
+ * Only the calls in flight are held (a long run's settled ones are let go); the first failure of a
+ * call is thrown once all have settled.
  */
 export async function atFixedRate(rate: number, seconds: number, send: (i: number) => Promise<void>): Promise<number> {
   const start = performance.now();
-  const inflight: Promise<void>[] = [];
+  const inflight = new Set<Promise<void>>();
+  let failure: { error: unknown } | undefined;
   for (let i = 0; i < rate * seconds; i++) {
     const wait = start + (i * 1000) / rate - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    inflight.push(send(i));
+    const call: Promise<void> = send(i).catch((error: unknown) => { failure ??= { error }; }).finally(() => inflight.delete(call));
+    inflight.add(call);
   }
   await Promise.all(inflight);
+  if (failure) throw failure.error;
   return (performance.now() - start) / 1000;
+}
+
+/**
+ * The load generator shares the machine with what it measures: node:http on a keep-alive agent
+ * costs a fraction of fetch's CPU per request, which otherwise took half a core at 1,000/s.
+ */
+export const loadAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+export function post(url: string, payload: string, key: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, {
+      method: 'POST', agent: loadAgent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${key}` },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => { text += chunk; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
 }
 
 /** `--name value` from the command line, or the fallback. */

@@ -23,8 +23,8 @@ export async function dropDatabase(databaseUrl: string): Promise<void> {
 }
 
 /** Deletes every Redis key under a queue prefix (a test's or benchmark's own). */
-export async function deleteQueueKeys(prefix: string): Promise<void> {
-  const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+export async function deleteQueueKeys(prefix: string, redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'): Promise<void> {
+  const redis = new IORedis(redisUrl);
   try {
     let cursor = '0';
     do {

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Client } from 'pg';
 import { freePort, waitUntil } from './processes';
+import { postgresBinDir, postgresRunAs, queryOnce as query } from './postgres-server';
 
 const run = promisify(execFile);
 
@@ -19,38 +19,13 @@ export interface PrimaryWithReplica {
   stop(): Promise<void>;
 }
 
-function binDir(): string {
-  const versions = fs.readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
-  if (!versions.length) throw new Error('no PostgreSQL server binaries under /usr/lib/postgresql');
-  return `/usr/lib/postgresql/${versions[0]}/bin`;
-}
-
-/** PostgreSQL refuses to run as root: as root, its programs run as the `postgres` system user. */
-function runAs(): { uid?: number; gid?: number } {
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return {};
-  const passwd = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((line) => line.startsWith('postgres:'));
-  if (!passwd) throw new Error('no postgres system user to run PostgreSQL as');
-  const [, , uid, gid] = passwd.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
-
-async function query(url: string, sql: string): Promise<any[]> {
-  const client = new Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
 /**
  * A PostgreSQL primary of the test's own and a real streaming replica of it (`pg_basebackup -R`),
  * each on a free loopback port in a temporary directory, so nothing of the machine's cluster changes.
  */
 export async function startPrimaryWithReplica(database: string): Promise<PrimaryWithReplica> {
-  const bin = binDir();
-  const user = runAs();
+  const bin = postgresBinDir();
+  const user = postgresRunAs();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fs-pg-replica-'));
   if (user.uid !== undefined) fs.chownSync(dir, user.uid, user.gid!);
   const primaryDir = path.join(dir, 'primary');

@@ -28,12 +28,13 @@ export interface ServiceProcess {
  * Runs a compiled entry point (e.g. `src/api.js`) as a child process with the test run's env. Its
  * output is kept in memory, or with `outputFile` written to that file as an operator's would be:
  * benchmarks use it, so that reading the service's log lines costs the measuring process nothing.
+ * With `ipc`, the child gets Node's IPC channel (`process.send` there, `child.on('message')` here).
  */
-export function spawnEntry(entry: string, env: Record<string, string> = {}, nodeArgs: string[] = [], outputFile?: string): ServiceProcess {
+export function spawnEntry(entry: string, env: Record<string, string> = {}, nodeArgs: string[] = [], outputFile?: string, ipc = false): ServiceProcess {
   const fd = outputFile ? openSync(outputFile, 'a') : null;
   const child = spawn(process.execPath, [...nodeArgs, path.join(DIST_ROOT, entry)], {
     env: { ...process.env, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', ...env },
-    stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
+    stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe', ...(ipc ? ['ipc' as const] : [])],
   });
   if (fd !== null) closeSync(fd);
   let output = '';

@@ -6,6 +6,8 @@ import { freePort, waitUntil } from './processes';
 export interface OwnRedis {
   port: number;
   url: string;
+  /** The running server's pid (undefined when not started). */
+  pid(): number | undefined;
   /** Starts (or starts again, empty) the server on its port. */
   start(): Promise<void>;
   /** SIGKILL: everything it held is gone. */
@@ -19,6 +21,7 @@ export async function ownRedis(port?: number): Promise<OwnRedis> {
   return {
     port: chosen,
     url,
+    pid: () => child?.pid,
     async start() {
       child = spawn('redis-server', ['--port', String(chosen), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
       await waitUntil(async () => {

@@ -31,15 +31,20 @@ interface Waiter {
 export async function startReceiver(opts?: {
   /** `attempt` is 1 for the first request this receiver gets, 2 for the second, and so on. */
   respond?: (attempt: number, req: Delivery) => ReceiverReply;
+  /** Called with each delivery and the status it is answered with. */
+  onDelivery?: (req: Delivery, status: number) => void;
+  /** false: `deliveries` stays empty (a long run's receiver would otherwise keep every body); `waitFor` still counts. */
+  keep?: boolean;
 }): Promise<Receiver> {
   const deliveries: Delivery[] = [];
+  let received = 0;
   const waiters = new Set<Waiter>();
   const pendingReplies = new Set<NodeJS.Timeout>();
   const respond = opts?.respond ?? ((): ReceiverReply => ({ status: 200 }));
 
   function settleWaiters(): void {
     for (const waiter of waiters) {
-      if (deliveries.length >= waiter.count) {
+      if (received >= waiter.count) {
         waiters.delete(waiter);
         waiter.resolve();
       }
@@ -48,10 +53,12 @@ export async function startReceiver(opts?: {
 
   const server = await startLoopbackServer(async (req, res) => {
     const delivery = { headers: flatHeaders(req), rawBody: await readRawBody(req), receivedAt: Date.now() };
-    deliveries.push(delivery);
+    received++;
+    if (opts?.keep !== false) deliveries.push(delivery);
     settleWaiters();
 
-    const reply = respond(deliveries.length, delivery);
+    const reply = respond(received, delivery);
+    opts?.onDelivery?.(delivery, reply.status);
     const answer = (): void => {
       res.writeHead(reply.status, { 'Content-Type': 'text/plain', ...reply.headers });
       res.end('');
@@ -68,7 +75,7 @@ export async function startReceiver(opts?: {
     url: `${server.origin}/webhook`,
     deliveries,
     waitFor(count, timeoutMs = 5000) {
-      if (deliveries.length >= count) return Promise.resolve();
+      if (received >= count) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
         const waiter: Waiter = {
           count,
@@ -79,7 +86,7 @@ export async function startReceiver(opts?: {
         };
         const timer = setTimeout(() => {
           waiters.delete(waiter);
-          reject(new Error(`receiver got ${deliveries.length} of ${count} deliveries within ${timeoutMs} ms`));
+          reject(new Error(`receiver got ${received} of ${count} deliveries within ${timeoutMs} ms`));
         }, timeoutMs);
         waiters.add(waiter);
       });
