@@ -85,12 +85,12 @@ export async function atFixedRate(rate: number, seconds: number, send: (i: numbe
  */
 export const loadAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
-export function post(url: string, payload: string, key: string): Promise<{ status: number; text: string }> {
+/** One request on the load agent: its status and its text. */
+export function request(method: string, url: string, key: string, payload?: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, {
-      method: 'POST', agent: loadAgent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${key}` },
-    }, (res) => {
+    const headers: Record<string, string | number> = { authorization: `Bearer ${key}` };
+    if (payload !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+    const req = http.request(url, { method, agent: loadAgent, headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => { text += chunk; });
@@ -100,6 +100,10 @@ export function post(url: string, payload: string, key: string): Promise<{ statu
     req.on('error', reject);
     req.end(payload);
   });
+}
+
+export function post(url: string, payload: string, key: string): Promise<{ status: number; text: string }> {
+  return request('POST', url, key, payload);
 }
 
 /** `--name value` from the command line, or the fallback. */
@@ -113,15 +117,22 @@ export function benchNumber(name: string, fallback: number): number {
   return Number(benchArg(name, String(fallback)));
 }
 
-export interface WebhookBench {
+export interface FormBench {
   organizationId: string;
   formId: string;
-  webhookId: string;
+  /** The webhook to the receiver, when the bench has one. */
+  webhookId: string | null;
   keys: string[];
 }
 
-/** One enterprise organization with a two-field published form, one webhook to the receiver, and `keyCount` keys. */
-export async function seedWebhookBench(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer, keyCount: number): Promise<WebhookBench> {
+export type WebhookBench = FormBench & { webhookId: string };
+
+/**
+ * One enterprise organization with a two-field published form, `keyCount` keys with `keyScopes`,
+ * and a webhook to `receiverUrl` when given.
+ */
+export async function seedFormBench(databaseUrl: string, encryptionKey: Buffer,
+  opts: { keyCount: number; keyScopes?: string[]; receiverUrl?: string | null }): Promise<FormBench> {
   const orm = await initOrm(databaseUrl, 2);
   try {
     const em = orm.em.fork();
@@ -134,12 +145,22 @@ export async function seedWebhookBench(databaseUrl: string, receiverUrl: string,
     }, (p) => newId(p));
     const org = await createOrganization(em, { name: 'bench', plan: 'enterprise', monthlyQuota: 100_000_000 });
     const form = await createForm(em, org.id, { title: 'Bench', status: 'published' }, structure!, encryptionKey);
-    const { webhook } = await createWebhook(em, org.id, { name: 'bench', url: receiverUrl, events: ['submission.created'] },
-      { allowPrivate: true, encryptionKey });
+    const webhook = opts.receiverUrl
+      ? (await createWebhook(em, org.id, { name: 'bench', url: opts.receiverUrl, events: ['submission.created'] },
+        { allowPrivate: true, encryptionKey })).webhook
+      : null;
     const keys: string[] = [];
-    for (let i = 0; i < keyCount; i++) keys.push((await createApiKey(em, { organizationId: org.id, scopes: ['submissions:write'] })).key);
-    return { organizationId: org.id, formId: form.form.id, webhookId: webhook.id, keys };
+    for (let i = 0; i < opts.keyCount; i++) {
+      keys.push((await createApiKey(em, { organizationId: org.id, scopes: opts.keyScopes ?? ['submissions:write'] })).key);
+    }
+    return { organizationId: org.id, formId: form.form.id, webhookId: webhook?.id ?? null, keys };
   } finally {
     await orm.close();
   }
+}
+
+/** seedFormBench with one webhook to the receiver. */
+export async function seedWebhookBench(databaseUrl: string, receiverUrl: string, encryptionKey: Buffer, keyCount: number): Promise<WebhookBench> {
+  const seeded = await seedFormBench(databaseUrl, encryptionKey, { keyCount, receiverUrl });
+  return { ...seeded, webhookId: seeded.webhookId! };
 }
