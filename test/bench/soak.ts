@@ -27,7 +27,7 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * for the retries owed; then the last window against the first (5 minutes, or a third of a shorter
  * run) against §22's goals.
  *
- * Usage: npm run bench:soak [-- --minutes 30 --interval 60 --rate 600 --drain 60 --retry-delays 1000,2000,5000
+ * Usage: npm run bench:soak [-- --minutes 30 --interval 60 --rate 600 --drain 60 --retry-delays 1000,2000,5000,10000,20000
  *        --shared-buffers-mb 1024 --keys N --fail-every 20 --workers workers/all.js]
  * e.g. npm run bench:soak -- --minutes 3 --interval 20 --rate 300
  * Logs of the processes (PostgreSQL's with its autovacuum runs) stay in the temp directory, named in the output.
