@@ -37,6 +37,15 @@ export function pids(): number[] {
   return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
 }
 
+/** A process and its children (e.g. the postmaster with its backends and background processes). */
+export function processTree(parentPid: number): number[] {
+  return pids().filter((pid) => {
+    if (pid === parentPid) return true;
+    const stat = readProc(pid, 'stat');
+    return stat !== null && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parentPid;
+  });
+}
+
 /**
  * What a PostgreSQL process is, from the title it sets (`postgres: 15/main: user db host(port) state`
  * for a backend, `postgres: 15/main: walwriter` for a background process). The postmaster keeps

@@ -1,6 +1,6 @@
 import IORedis from 'ioredis';
 import { Client } from 'pg';
-import { pids, readProc } from './cpu';
+import { processTree, readProc } from './cpu';
 
 // What PostgreSQL (pg_stat_statements) and Redis (INFO commandstats) did during a bench phase,
 // from snapshots before and after it: nothing is reset, so other users of the servers are not
@@ -165,10 +165,7 @@ export function rssMb(pid: number | undefined): number {
  */
 export function treePssMb(parentPid: number): number {
   let kb = 0;
-  for (const pid of pids()) {
-    const stat = readProc(pid, 'stat');
-    const ppid = stat && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (pid !== parentPid && ppid !== parentPid) continue;
+  for (const pid of processTree(parentPid)) {
     const m = /^Pss:\s+(\d+) kB/m.exec(readProc(pid, 'smaps_rollup') ?? ''); // '' once it ended meanwhile
     if (m) kb += Number(m[1]);
   }

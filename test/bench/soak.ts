@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { totalmem } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { ownPostgres, queryOnce, type OwnPostgres } from '../support/postgres-server';
 import { freePort, spawnEntry, startEntry, waitUntil, type ServiceProcess } from '../support/processes';
 import { ownRedis } from '../support/redis-server';
+import { cpuMs, machineCpuMs, processTree } from './cpu';
 import { redisUsedMemoryMb, rssMb, tableRows, treePssMb, type TableRows } from './server-stats';
 import type { ReceiverMessage } from './soak-receiver';
 import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percentile, post, seedWebhookBench } from './support';
@@ -26,7 +27,7 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * for the retries owed; then the last window against the first (5 minutes, or a third of a shorter
  * run) against §22's goals.
  *
- * Usage: npm run bench:soak [-- --minutes 30 --interval 60 --rate 600 --drain 60 --retry-delays 1000,2000,5000
+ * Usage: npm run bench:soak [-- --minutes 30 --interval 60 --rate 600 --drain 60 --retry-delays 1000,2000,5000,10000,20000
  *        --shared-buffers-mb 1024 --keys N --fail-every 20 --workers workers/all.js]
  * e.g. npm run bench:soak -- --minutes 3 --interval 20 --rate 300
  * Logs of the processes (PostgreSQL's with its autovacuum runs) stay in the temp directory, named in the output.
@@ -37,7 +38,12 @@ const INTERVAL_S = benchNumber('interval', 60);
 const RATE_GIVEN = process.argv.includes('--rate');
 const RATE = benchNumber('rate', 600);
 const DRAIN_S = benchNumber('drain', 60);
-const RETRY_DELAYS_MS = benchArg('retry-delays', '1000,2000,5000');
+/**
+ * Short, so that retried deliveries complete within the run and its drain (38 s in all); five of
+ * them, as production retries for days: a delivery that times out while the machine is busy must
+ * not count as lost after three quick tries.
+ */
+const RETRY_DELAYS_MS = benchArg('retry-delays', '1000,2000,5000,10000,20000');
 const FAIL_EVERY = benchNumber('fail-every', 20);
 // Enterprise keys allow 2,000 requests/min each; spread the load so no key's limit binds.
 const KEYS = benchNumber('keys', Math.max(4, Math.ceil((RATE * 60 * 2) / 2000)));
@@ -64,6 +70,8 @@ interface Interval {
   latencies: number[];
   lags: number[];
   rss?: Record<string, number>;
+  /** CPU ms used so far: the whole machine, and the bench's processes (the service, PostgreSQL, Redis, the receiver, this one). */
+  cpu?: { machine: number; ours: number };
   redisMb?: number;
   tables?: Map<string, TableRows>;
 }
@@ -137,13 +145,13 @@ const PROCESSES = ['api', 'workers', 'receiver', 'postgres', 'redis'] as const;
 
 function header(): string {
   return [
-    `${pad('min', 6)} ${pad('offer/s', 7)} ${pad('201/s', 6)} ${pad('other', 5)} ${pad('p50ms', 6)} ${pad('p99ms', 6)} ${pad('lag99', 6)}`,
+    `${pad('min', 6)} ${pad('cpu%', 7)} ${pad('offer/s', 7)} ${pad('201/s', 6)} ${pad('other', 5)} ${pad('p50ms', 6)} ${pad('p99ms', 6)} ${pad('lag99', 6)}`,
     `| RSS MB ${PROCESSES.map((name) => pad(name === 'postgres' ? 'pg(PSS)' : name, 9)).join('')} ${pad('redisMem', 8)}`,
     '| table live/dead +updates(HOT%) autovacuums',
   ].join(' ');
 }
 
-function line(iv: Interval, loadStartMs: number, previous: Interval | undefined): string {
+function line(iv: Interval, loadStartMs: number, previous: Interval | undefined, previousCpu: Interval['cpu']): string {
   const seconds = Math.max(0.001, (iv.endMs - iv.startMs) / 1000);
   const refused = Object.values(iv.refusals).reduce((a, b) => a + b, 0);
   const tables = [...(iv.tables ?? [])].map(([name, t]) => {
@@ -152,8 +160,11 @@ function line(iv: Interval, loadStartMs: number, previous: Interval | undefined)
     const hot = t.hotUpdates - (before?.hotUpdates ?? 0);
     return `${TABLES[name]} ${count(t.live)}/${count(t.dead)} +${count(updates)}(${updates ? Math.round((100 * hot) / updates) : 0}%) ${t.autovacuums}`;
   });
+  const capacity = seconds * 1000 * cpus().length;
+  const busy = (key: 'machine' | 'ours') => (iv.cpu && previousCpu ? Math.round((100 * (iv.cpu[key] - previousCpu[key])) / capacity) : '-');
+  const cpu = `${busy('machine')}/${busy('ours')}`;
   return [
-    `${pad(((iv.endMs - loadStartMs) / 60_000).toFixed(2), 6)} ${pad(Math.round(iv.offered / seconds), 7)} ${pad(Math.round(iv.answered / seconds), 6)}`
+    `${pad(((iv.endMs - loadStartMs) / 60_000).toFixed(2), 6)} ${pad(cpu, 7)} ${pad(Math.round(iv.offered / seconds), 7)} ${pad(Math.round(iv.answered / seconds), 6)}`
       + ` ${pad(refused, 5)} ${pad(ms(p(iv.latencies, 50)), 6)} ${pad(ms(p(iv.latencies, 99)), 6)} ${pad(ms(p(iv.lags, 99)), 6)}`,
     `|        ${PROCESSES.map((name) => pad(mb(iv.rss?.[name]), 9)).join('')} ${pad(iv.redisMb === undefined ? '-' : iv.redisMb.toFixed(1), 8)}`,
     `| ${tables.join('  ')}`,
@@ -230,6 +241,7 @@ async function main(): Promise<void> {
     console.log(`offered: ${RATE}/s for ${MINUTES} min over ${KEYS} keys, `
       + (RATE_GIVEN ? 'as given (--rate)' : 'the default, NOT measured on this machine: §22 asks for about 60 % of what it takes at the start (give --rate)'));
     console.log(`tables: ${Object.entries(TABLES).map(([name, abbr]) => `${abbr} = ${name}${existing.has(name) ? '' : ' (absent)'}`).join(', ')}`);
+    console.log(`cpu% = the machine busy/the bench's processes (service, PostgreSQL, Redis, receiver, load), % of its ${cpus().length} CPUs: the difference is other users'`);
     console.log('lag99 = p99 of 201 → first attempt received (ms); RSS of each process at the interval\'s end, PostgreSQL as the PSS of all its processes\n');
     console.log(header());
 
@@ -241,6 +253,12 @@ async function main(): Promise<void> {
     onArrivals = (m) => {
       if ('arrivals' in m) for (const [id, at, ok] of m.arrivals) ledger.arrived(id, at, ok);
     };
+    const cpuNow = () => ({
+      machine: machineCpuMs(),
+      ours: [api.proc, ...workers, receiverProc].reduce((sum, proc) => sum + cpuMs(proc.child.pid!), 0) + cpuMs('self')
+        + processTree(pg.postmasterPid()).reduce((sum, pid) => sum + cpuMs(pid), 0) + cpuMs(redis.pid()!),
+    });
+    const startCpu = cpuNow();
     const sample = async (iv: Interval) => {
       iv.rss = {
         api: rssMb(api.proc.child.pid), workers: workers.reduce((sum, w) => sum + rssMb(w.child.pid), 0),
@@ -253,15 +271,21 @@ async function main(): Promise<void> {
     const closeInterval = () => {
       const iv = current;
       iv.endMs = Date.now();
+      iv.cpu = cpuNow();
       current = newInterval(iv.endMs);
       intervals.push(iv);
       const previous = intervals[intervals.length - 2];
       printing = printing.then(async () => {
         await sample(iv);
-        console.log(line(iv, loadStartMs, previous));
+        console.log(line(iv, loadStartMs, previous, previous?.cpu ?? startCpu));
       });
     };
-    const ticker = setInterval(closeInterval, INTERVAL_S * 1000);
+    // The last interval closes once the load's last answer is in (not at a tick just before it).
+    const ticks = Math.ceil((MINUTES * 60) / INTERVAL_S) - 1;
+    let ticked = 0;
+    const ticker = setInterval(() => {
+      if (ticked++ < ticks) closeInterval();
+    }, INTERVAL_S * 1000);
     await atFixedRate(RATE, MINUTES * 60, (i) => {
       current.offered++;
       const sentAt = performance.now();
@@ -279,7 +303,7 @@ async function main(): Promise<void> {
       });
     });
     clearInterval(ticker);
-    if (current.offered || current.answered) closeInterval();
+    closeInterval();
     await printing;
     const loadEndMs = Date.now();
 
@@ -316,7 +340,7 @@ async function main(): Promise<void> {
     const atFirst = first[first.length - 1];
     const atLast = intervals[intervals.length - 1];
     const growth = (a: number | undefined, b: number | undefined) =>
-      `${mb(a)} → ${mb(b)} MB (${a && b ? `${b >= a ? '+' : ''}${(((b - a) / a) * 100).toFixed(0)} %` : '-'})`;
+      `${mb(a)} → ${mb(b)} MB (${a && b ? `${b >= a ? '+' : '-'}${Math.abs(Math.round(((b - a) / a) * 100))} %` : '-'})`;
     const verdict = (ok: boolean) => (ok ? 'MET' : 'NOT MET');
     const everyStored = stored >= ledger.created201;
     const everyDelivered = ledger.owed.size === 0;
@@ -324,7 +348,8 @@ async function main(): Promise<void> {
     console.log(`\nlast ${n} interval(s) against the first ${n} (${((n * INTERVAL_S) / 60).toFixed(2)} min each; §22's goals):`);
     console.log(`  answered = offered: 201s/offered ${(ledger.created201 / Math.max(1, offered)).toFixed(4)},`
       + ` worst interval ${Math.min(...ratios).toFixed(3)}, refused ${Object.values(refusals).reduce((a, b) => a + b, 0)}`
-      + ` — ${verdict(ledger.created201 === offered && Math.min(...ratios) >= 0.98)} (every request answered 201, each interval within 2 %)`);
+      + ` — ${verdict(ledger.created201 === offered && Math.min(...ratios) >= 0.95)}`
+      + ' (every request answered 201, each interval\'s 201s within 5 % of its offers: answers cross an interval\'s end)');
     console.log(`  p99 ${ms(firstP99)} → ${ms(lastP99)} ms (${(lastP99 / firstP99).toFixed(2)}x; p50 ${ms(p(all(first, 'latencies'), 50))} → ${ms(p(all(last, 'latencies'), 50))} ms)`
       + ` — ${verdict(lastP99 <= GOAL_P99_RATIO * firstP99)} (≤ ${GOAL_P99_RATIO}x)`);
     console.log(`  delivery lag p99: first ${ms(p(all(first, 'lags'), 99))}, last ${ms(p(all(last, 'lags'), 99))}, worst interval ${ms(worstLag)} ms`
