@@ -1,21 +1,20 @@
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
 import { QUEUE_NAMES } from '../queues/catalogue';
-import { readOutboxBacklog, readQueueStats, type QueueStats } from './queue-health';
-
-export const SAMPLE_INTERVAL_MS = 10_000;
+import { readOutboxBacklog, readQueueHealthOf, type QueueHealth } from './queue-health';
 
 const GAUGED_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const;
 
-function record(stats: QueueStats): void {
-  for (const state of GAUGED_STATES) metrics.queueJobs.set({ queue: stats.name, state }, stats[state]);
-  metrics.queueOldestWaitingAge.set({ queue: stats.name }, stats.oldestWaitingAgeSeconds ?? 0);
+function record(health: QueueHealth): void {
+  for (const state of GAUGED_STATES) metrics.queueJobs.set({ queue: health.name, state }, health[state]);
+  metrics.queueOldestWaitingAge.set({ queue: health.name }, health.oldestWaitingAgeSeconds ?? 0);
+  metrics.queueWorkers.set({ queue: health.name }, health.workers);
 }
 
 /** The outbox backlog is read from PostgreSQL even while Redis is away: that is when it grows. */
 async function sampleOnce(app: AppContext): Promise<void> {
   const [stats, backlog] = await Promise.allSettled([
-    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => readQueueStats(app.producer.queue(name))))),
+    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => readQueueHealthOf(app.producer.queue(name))))),
     readOutboxBacklog(app),
   ]);
   if (backlog.status === 'fulfilled') metrics.outboxBacklog.set(backlog.value);
@@ -26,10 +25,10 @@ async function sampleOnce(app: AppContext): Promise<void> {
 
 /**
  * Queue gauges are sampled on a timer, not per scrape, so Redis sees a bounded load whatever the
- * number of scrapers. Samples right away, then every intervalMs; a slow sample is never overlapped.
- * Returns the function that stops it.
+ * number of scrapers. Samples right away, then every intervalMs (QUEUE_SAMPLE_INTERVAL_MS); a slow
+ * sample is never overlapped. Returns the function that stops it.
  */
-export function startQueueSampler(app: AppContext, intervalMs = SAMPLE_INTERVAL_MS): () => void {
+export function startQueueSampler(app: AppContext, intervalMs = app.config.queueSampleIntervalMs): () => void {
   let running = false;
   const sample = async () => {
     if (running) return;
