@@ -1,20 +1,32 @@
+import type { Queue } from 'bullmq';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
 import { QUEUE_NAMES } from '../queues/catalogue';
-import { readOutboxBacklog, readQueueHealthOf, type QueueHealth } from './queue-health';
+import { readOutboxBacklog, readQueueStats, type QueueStats } from './queue-health';
 
 const GAUGED_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const;
 
-function record(health: QueueHealth): void {
-  for (const state of GAUGED_STATES) metrics.queueJobs.set({ queue: health.name, state }, health[state]);
-  metrics.queueOldestWaitingAge.set({ queue: health.name }, health.oldestWaitingAgeSeconds ?? 0);
-  metrics.queueWorkers.set({ queue: health.name }, health.workers);
+interface QueueSample {
+  stats: QueueStats;
+  /** null when Redis refuses CLIENT LIST (some managed services): the other gauges still count. */
+  workers: number | null;
+}
+
+async function sampleQueue(queue: Queue): Promise<QueueSample> {
+  const [stats, workers] = await Promise.all([readQueueStats(queue), queue.getWorkersCount().catch(() => null)]);
+  return { stats, workers };
+}
+
+function record({ stats, workers }: QueueSample): void {
+  for (const state of GAUGED_STATES) metrics.queueJobs.set({ queue: stats.name, state }, stats[state]);
+  metrics.queueOldestWaitingAge.set({ queue: stats.name }, stats.oldestWaitingAgeSeconds ?? 0);
+  if (workers !== null) metrics.queueWorkers.set({ queue: stats.name }, workers);
 }
 
 /** The outbox backlog is read from PostgreSQL even while Redis is away: that is when it grows. */
 async function sampleOnce(app: AppContext): Promise<void> {
   const [stats, backlog] = await Promise.allSettled([
-    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => readQueueHealthOf(app.producer.queue(name))))),
+    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => sampleQueue(app.producer.queue(name))))),
     readOutboxBacklog(app),
   ]);
   if (backlog.status === 'fulfilled') metrics.outboxBacklog.set(backlog.value);
