@@ -14,12 +14,11 @@ const RULE_TESTS = path.join(PROMETHEUS_DIR, 'alerts.test.yaml');
 const CONFIG = path.join(PROMETHEUS_DIR, 'prometheus.yml');
 const DASHBOARD = path.join(REPO_ROOT, 'deploy', 'grafana', 'form-service-dashboard.json');
 const RUNBOOKS = path.join(REPO_ROOT, 'deploy', 'README.md');
-export const PROMTOOL = process.env.PROMTOOL ?? '/usr/bin/promtool';
+const PROMTOOL = process.env.PROMTOOL ?? '/usr/bin/promtool';
 /** Gauges every process samples from Redis or PostgreSQL: a sum counts them once per process. */
 const SAMPLED_GAUGES = ['formservice_queue_jobs', 'formservice_queue_oldest_waiting_age_seconds', 'formservice_queue_workers', 'formservice_outbox_backlog'];
 const COMPONENTS = ['api', ...QUEUE_NAMES.map((queue) => `worker-${queue}`)];
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { renderMonitoringManifests, OUTPUT } = require(path.join(REPO_ROOT, 'scripts', 'monitoring-manifests.js'));
 
 interface AlertRule {
