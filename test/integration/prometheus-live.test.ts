@@ -144,6 +144,7 @@ describe('Prometheus against the running processes (live)', function () {
   let apis: StartedEntry[] = [];
   let webhookWorkers: StartedEntry[] = [];
   let otherWorkers: StartedEntry[] = [];
+  let running: StartedEntry[] = [];
   let prometheus: Prometheus;
   let longestFor = 0;
   let webhooksQueue: Queue;
@@ -193,12 +194,16 @@ describe('Prometheus against the running processes (live)', function () {
     // Not the service's fail-fast client: CLIENT LIST may take a while on a busy machine.
     webhooksQueue = new Queue('webhooks', { connection: new IORedis(config.redisUrl, { maxRetriesPerRequest: null }), prefix: config.queuePrefix });
     receiver = await startReceiver({ respond: (): ReceiverReply => ({ status: replyStatus }) });
-    const worker = (kind: string) => startEntry(`workers/${kind}.js`, env, 'METRICS_PORT');
-    [apis, webhookWorkers, otherWorkers] = await Promise.all([
-      Promise.all([startEntry('src/api.js', env), startEntry('src/api.js', env)]),
-      Promise.all([worker('webhooks'), worker('webhooks')]),
-      Promise.all(WORKER_KINDS.map(worker)),
-    ]);
+    // Settled one by one, so that when one fails to start, the others are still stopped after.
+    const starting = [
+      startEntry('src/api.js', env), startEntry('src/api.js', env),
+      ...['webhooks', 'webhooks', ...WORKER_KINDS].map((kind) => startEntry(`workers/${kind}.js`, env, 'METRICS_PORT')),
+    ];
+    const settled = await Promise.allSettled(starting);
+    running = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failed = settled.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    [apis, webhookWorkers, otherWorkers] = [running.slice(0, 2), running.slice(2, 4), running.slice(4)];
     const spawned = seconds();
     const host = (entry: StartedEntry) => new URL(entry.url).host;
     longestFor = writeShortRules(path.join(dir, 'alerts.yaml'));
@@ -214,7 +219,7 @@ describe('Prometheus against the running processes (live)', function () {
 
   after(async () => {
     await prometheus?.stop();
-    await Promise.all([...apis, ...webhookWorkers, ...otherWorkers].map((p) => p.proc.stop()));
+    await Promise.all(running.map((p) => p.proc.stop()));
     await receiver?.close();
     await webhooksQueue?.close();
     await app?.close();
