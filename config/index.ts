@@ -57,6 +57,8 @@ export interface Config {
   /** false for PgBouncer in transaction mode and other poolers without prepared-statement support. */
   dbPreparedStatements: boolean;
   workerLockMs: number;
+  /** How often every process samples the queue gauges and the outbox backlog it exports. */
+  queueSampleIntervalMs: number;
   /** Proxies whose X-Forwarded-For is believed (addresses or CIDRs); empty: none. */
   trustedProxies: string[];
   /** PostgreSQL statement, lock-wait and idle-in-transaction limits in ms (0: none). */
@@ -150,6 +152,7 @@ const schema = Joi.object({
   DB_POOL_MAX: Joi.number().integer().min(1).max(200).default(10),
   DB_PREPARED_STATEMENTS: Joi.boolean().truthy('1').falsy('0').default(true),
   WORKER_LOCK_MS: Joi.number().integer().min(500).max(600_000).default(30_000),
+  QUEUE_SAMPLE_INTERVAL_MS: Joi.number().integer().min(100).max(600_000).default(10_000),
   TRUSTED_PROXIES: Joi.string().custom((value: string) => {
     parseTrustedProxies(value.split(',').filter((entry) => entry.trim()));
     return value;
@@ -232,6 +235,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     submissionRetentionMonths: v.SUBMISSION_RETENTION_MONTHS ?? null,
     dbPreparedStatements: v.DB_PREPARED_STATEMENTS,
     workerLockMs: v.WORKER_LOCK_MS,
+    queueSampleIntervalMs: v.QUEUE_SAMPLE_INTERVAL_MS,
     trustedProxies: v.TRUSTED_PROXIES ? String(v.TRUSTED_PROXIES).split(',').map((e) => e.trim()).filter(Boolean) : [],
     dbTimeouts: {
       statementMs: v.DB_STATEMENT_TIMEOUT_MS, lockMs: v.DB_LOCK_TIMEOUT_MS, idleInTransactionMs: v.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,

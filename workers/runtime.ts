@@ -2,7 +2,7 @@ import { Worker, type Job } from 'bullmq';
 import type { AppContext } from '../src/app';
 import { blockingRedis } from '../config/redis';
 import { jobLogger } from '../src/lib/logger';
-import { metrics } from '../src/lib/metrics';
+import { exportJobZeros, metrics } from '../src/lib/metrics';
 import { bullmqTelemetry } from '../src/lib/tracing';
 import { JOB_NAMES, type QueueName } from '../src/queues/catalogue';
 import { backoffStrategy } from './backoff';
@@ -30,6 +30,7 @@ export function assertEveryJobHasAProcessor(
 
 export async function startWorkers(app: AppContext, queues: readonly QueueName[]): Promise<RunningWorkers> {
   assertEveryJobHasAProcessor(queues);
+  exportJobZeros(queues);
   const workers = queues.map((queue) => {
     const processors = PROCESSORS[queue] as Record<string, Processor>;
     const worker = new Worker(queue, async (job: Job) => {

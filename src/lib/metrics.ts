@@ -24,6 +24,12 @@ export const metrics = {
     labelNames: ['queue'] as const,
     registers: [registry],
   }),
+  queueWorkers: new client.Gauge({
+    name: 'formservice_queue_workers',
+    help: 'Worker connections consuming each queue, as Redis sees them (sampled)',
+    labelNames: ['queue'] as const,
+    registers: [registry],
+  }),
   jobDuration: new client.Histogram({
     name: 'formservice_job_duration_seconds',
     help: 'Job processing time by queue and result',
@@ -72,3 +78,23 @@ export const metrics = {
     registers: [registry],
   }),
 };
+
+/**
+ * Series of a closed label set exist at 0 from the start: a series that first appears at 1 is an
+ * increase that rate() and increase() never see, so a process's first refund or failed delivery
+ * would not reach an alert.
+ */
+function exportZeros(): void {
+  for (const result of ['succeeded', 'failed', 'retrying', 'disabled']) metrics.webhookDeliveries.inc({ result }, 0);
+  for (const reason of ['refused_submission', 'abandoned']) metrics.paymentRefunds.inc({ reason }, 0);
+  for (const source of ['api', 'public']) metrics.submissions.inc({ source }, 0);
+  for (const scope of ['api', 'public']) metrics.rateLimitRejections.inc({ scope }, 0);
+}
+exportZeros();
+
+/** The job series of the queues a worker process consumes, at 0 until its first job (see exportZeros). */
+export function exportJobZeros(queues: readonly string[]): void {
+  for (const queue of queues) {
+    for (const result of ['completed', 'failed']) metrics.jobDuration.zero({ queue, result });
+  }
+}

@@ -64,12 +64,16 @@ export async function readOutboxBacklog(app: AppContext): Promise<number> {
   return countOutboxBacklog(app.orm.em.fork());
 }
 
+/** One queue's counts and the worker connections BullMQ sees for it. */
+export async function readQueueHealthOf(queue: Queue): Promise<QueueHealth> {
+  const [stats, workers] = await Promise.all([readQueueStats(queue), queue.getWorkersCount()]);
+  return { ...stats, workers };
+}
+
 export async function readQueueHealth(app: AppContext): Promise<QueueHealthReport> {
-  const queues = QUEUE_NAMES.map((name) => app.producer.queue(name));
-  const [stats, workers, outboxBacklog] = await Promise.all([
-    Promise.all(queues.map((queue) => readQueueStats(queue))),
-    Promise.all(queues.map((queue) => queue.getWorkersCount())),
+  const [queues, outboxBacklog] = await Promise.all([
+    Promise.all(QUEUE_NAMES.map((name) => readQueueHealthOf(app.producer.queue(name)))),
     readOutboxBacklog(app),
   ]);
-  return { queues: stats.map((s, i) => ({ ...s, workers: workers[i] })), outboxBacklog };
+  return { queues, outboxBacklog };
 }

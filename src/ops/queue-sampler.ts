@@ -1,21 +1,32 @@
+import type { Queue } from 'bullmq';
 import type { AppContext } from '../app';
 import { metrics } from '../lib/metrics';
 import { QUEUE_NAMES } from '../queues/catalogue';
 import { readOutboxBacklog, readQueueStats, type QueueStats } from './queue-health';
 
-export const SAMPLE_INTERVAL_MS = 10_000;
-
 const GAUGED_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const;
 
-function record(stats: QueueStats): void {
+interface QueueSample {
+  stats: QueueStats;
+  /** null when Redis refuses CLIENT LIST (some managed services): the other gauges still count. */
+  workers: number | null;
+}
+
+async function sampleQueue(queue: Queue): Promise<QueueSample> {
+  const [stats, workers] = await Promise.all([readQueueStats(queue), queue.getWorkersCount().catch(() => null)]);
+  return { stats, workers };
+}
+
+function record({ stats, workers }: QueueSample): void {
   for (const state of GAUGED_STATES) metrics.queueJobs.set({ queue: stats.name, state }, stats[state]);
   metrics.queueOldestWaitingAge.set({ queue: stats.name }, stats.oldestWaitingAgeSeconds ?? 0);
+  if (workers !== null) metrics.queueWorkers.set({ queue: stats.name }, workers);
 }
 
 /** The outbox backlog is read from PostgreSQL even while Redis is away: that is when it grows. */
 async function sampleOnce(app: AppContext): Promise<void> {
   const [stats, backlog] = await Promise.allSettled([
-    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => readQueueStats(app.producer.queue(name))))),
+    app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => sampleQueue(app.producer.queue(name))))),
     readOutboxBacklog(app),
   ]);
   if (backlog.status === 'fulfilled') metrics.outboxBacklog.set(backlog.value);
@@ -26,10 +37,10 @@ async function sampleOnce(app: AppContext): Promise<void> {
 
 /**
  * Queue gauges are sampled on a timer, not per scrape, so Redis sees a bounded load whatever the
- * number of scrapers. Samples right away, then every intervalMs; a slow sample is never overlapped.
- * Returns the function that stops it.
+ * number of scrapers. Samples right away, then every intervalMs (QUEUE_SAMPLE_INTERVAL_MS); a slow
+ * sample is never overlapped. Returns the function that stops it.
  */
-export function startQueueSampler(app: AppContext, intervalMs = SAMPLE_INTERVAL_MS): () => void {
+export function startQueueSampler(app: AppContext, intervalMs = app.config.queueSampleIntervalMs): () => void {
   let running = false;
   const sample = async () => {
     if (running) return;

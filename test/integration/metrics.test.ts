@@ -48,6 +48,16 @@ describe('/metrics', () => {
     expect(text).to.not.include('metrics-path-7');
   });
 
+  it('exports the closed label sets of counters at 0 before anything happened', async () => {
+    const text = await scrape();
+    for (const reason of ['refused_submission', 'abandoned']) {
+      expect(sample(text, 'formservice_payment_refunds_total', { reason })).to.be.a('number');
+    }
+    for (const result of ['succeeded', 'failed', 'retrying', 'disabled']) {
+      expect(sample(text, 'formservice_webhook_deliveries_total', { result })).to.be.a('number');
+    }
+  });
+
   it('counts 429 rate-limit rejections', async function () {
     this.timeout(10_000);
     // Fixed windows reset on the minute: keep the 11 requests inside one window.
@@ -103,6 +113,8 @@ describe('/metrics', () => {
       expect(sample(text, 'formservice_queue_oldest_waiting_age_seconds', { queue: 'webhooks' })).to.be.within(0, 30);
       expect(sample(text, 'formservice_queue_oldest_waiting_age_seconds', { queue: 'crm' })).to.equal(0);
       expect(sample(text, 'formservice_outbox_backlog')).to.be.at.least(0);
+      // No worker consumes this file's prefix.
+      for (const queue of QUEUE_NAMES) expect(sample(text, 'formservice_queue_workers', { queue })).to.equal(0);
     } finally {
       stop();
     }

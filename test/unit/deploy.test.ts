@@ -22,6 +22,7 @@ const SERVICE_METRICS: ReadonlyArray<{ name: string; type: 'counter' | 'gauge' |
   { name: 'formservice_http_request_duration_seconds', type: 'histogram' },
   { name: 'formservice_queue_jobs', type: 'gauge' },
   { name: 'formservice_queue_oldest_waiting_age_seconds', type: 'gauge' },
+  { name: 'formservice_queue_workers', type: 'gauge' },
   { name: 'formservice_job_duration_seconds', type: 'histogram' },
   { name: 'formservice_webhook_deliveries_total', type: 'counter' },
   { name: 'formservice_outbox_backlog', type: 'gauge' },
