@@ -1,12 +1,8 @@
 import type { Em } from '../../db/orm';
-import type { FileLinks } from '../files/links';
-import { isSealedValue } from './sealed-values';
-import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
+import type { ListFilter } from './list-filter';
 import { findSubmissionRow, listSubmissionRows } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
-
-export const REDACTED = 'Redacted';
 
 export interface SubmissionRecord {
   id: string;
@@ -15,35 +11,6 @@ export interface SubmissionRecord {
   submitterEmail: string | null;
   submitterName: string | null;
   createdAt: Date;
-}
-
-export interface ListFilter {
-  limit: number;
-  offset: number;
-  from: Date | null;
-  /** Exclusive. */
-  until: Date | null;
-}
-
-/** Sealed (sensitive) values are never shown by ordinary reads. */
-export function redact(data: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, isSealedValue(v) ? REDACTED : v]));
-}
-
-/** Values as every read shows them: sensitive ones `Redacted`, files as `{name, type, size, url}` with a fresh link. */
-export function shownValues(data: Record<string, unknown>, links: FileLinks): Record<string, unknown> {
-  return links.presentValues(redact(data));
-}
-
-/** Keys by the field's current label; a deleted field keeps its id; a repeated label gets its id appended. */
-export function keyByLabel(data: Record<string, unknown>, fields: Field[]): Record<string, unknown> {
-  const labels = new Map(fields.map((f) => [f.id, f.label]));
-  const out: Record<string, unknown> = {};
-  for (const [id, value] of Object.entries(data)) {
-    const label = labels.get(id) || id;
-    out[label in out ? `${label} (${id})` : label] = value;
-  }
-  return out;
 }
 
 function toRecord(row: any): SubmissionRecord {

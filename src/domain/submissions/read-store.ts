@@ -1,6 +1,6 @@
 import type { Em } from '../../db/orm';
 import type { FeedPosition } from './changes';
-import type { ListFilter } from './read-service';
+import type { ListFilter } from './list-filter';
 
 // The statements that read stored submissions: the list and its count, one submission with its
 // form's title, the change feed and the export's cursor. Statements that write them are in
