@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import yaml from 'js-yaml';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchBrowser, requireChromium, SCREENSHOTS } from '../support/browser';
+import type { Browser } from 'playwright-core';
+import { launchBrowser, openPage, requireChromium, SCREENSHOTS } from '../support/browser';
 import { call, startTestApp, type TestApp } from '../support/harness';
 
 /** The operations of openapi.yaml tagged Submissions: what an integrator comes to /docs for. */
@@ -17,13 +17,6 @@ describe('API reference at /docs (browser)', function () {
   this.timeout(60_000);
   let t: TestApp;
   let browser: Browser;
-  let context: BrowserContext;
-  let page: Page;
-  /** Console errors, uncaught exceptions and CSP violations. */
-  let problems: string[];
-  /** Every request the page made, and those answered: none but this service's may be. */
-  let requested: string[];
-  let answered: string[];
 
   before(async function () {
     requireChromium(this);
@@ -34,50 +27,48 @@ describe('API reference at /docs (browser)', function () {
     await browser?.close();
     await t?.close();
   });
-  beforeEach(async () => {
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
-    problems = [];
-    requested = [];
-    answered = [];
-    page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()); });
-    page.on('pageerror', (error) => problems.push(error.message));
+
+  it('renders every submissions endpoint of openapi.yaml, from the service alone, inside its CSP', async () => {
+    const operations = submissionOperations();
+    expect(operations.length, 'submissions operations in openapi.yaml').to.be.at.least(5);
+    // Console errors and uncaught exceptions (CSP violations included) go to `problems`; every
+    // request the page made, and those answered: none but this service's may be.
+    const { context, page, problems } = await openPage(browser, { viewport: { width: 1280, height: 900 } });
+    const requested: string[] = [];
+    const answered: string[] = [];
     page.on('request', (request) => { if (/^https?:/.test(request.url())) requested.push(request.url()); });
     page.on('response', (res) => answered.push(res.url()));
     await page.addInitScript(() => {
       document.addEventListener('securitypolicyviolation', (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));
     });
-  });
-  afterEach(async () => context?.close());
+    try {
+      const response = await page.goto(`${t.url}/docs`);
+      expect(response?.status()).to.equal(200);
+      const csp = response?.headers()['content-security-policy'] ?? '';
+      expect(csp).to.match(/script-src 'nonce-[^']+'(;|$)/);
+      expect(csp).to.include("default-src 'none'");
 
-  it('renders every submissions endpoint of openapi.yaml, from the service alone, inside its CSP', async () => {
-    const operations = submissionOperations();
-    expect(operations.length, 'submissions operations in openapi.yaml').to.be.at.least(5);
+      const create = operations.find((op) => op.id === 'createSubmission')!;
+      const section = page.locator(`[id="operation/${create.id}"]`);
+      await section.waitFor({ state: 'visible', timeout: 30_000 });
+      expect((await section.locator('h2').first().textContent())?.trim()).to.equal(create.summary);
+      expect(await section.textContent()).to.include(create.path);
+      for (const op of operations) {
+        expect((await page.locator(`[id="operation/${op.id}"] h2`).first().textContent())?.trim(), op.id).to.equal(op.summary);
+      }
+      await section.locator('h2').first().evaluate((heading) => heading.scrollIntoView({ block: 'start' }));
+      await page.screenshot({ path: path.join(SCREENSHOTS, 'api-reference-create-submission.png') });
 
-    const response = await page.goto(`${t.url}/docs`);
-    expect(response?.status()).to.equal(200);
-    const csp = response?.headers()['content-security-policy'] ?? '';
-    expect(csp).to.match(/script-src 'nonce-[^']+'(;|$)/);
-    expect(csp).to.include("default-src 'none'");
-
-    const create = operations.find((op) => op.id === 'createSubmission')!;
-    const section = page.locator(`[id="operation/${create.id}"]`);
-    await section.waitFor({ state: 'visible', timeout: 30_000 });
-    expect((await section.locator('h2').first().textContent())?.trim()).to.equal(create.summary);
-    expect(await section.textContent()).to.include(create.path);
-    for (const op of operations) {
-      expect((await page.locator(`[id="operation/${op.id}"] h2`).first().textContent())?.trim(), op.id).to.equal(op.summary);
+      // Redoc's sidebar footer asks for its maker's logo from a CDN; the page's CSP refuses it (the
+      // image hides itself on error), so nothing but this service answers the page.
+      const ours = new URL(t.url).origin;
+      expect([...new Set(answered.map((url) => new URL(url).origin))]).to.deep.equal([ours]);
+      const refused = (text: string) => /cdn\.redoc\.ly\/redoc\/logo-mini\.svg/.test(text) && /img-src/.test(text);
+      expect(requested.filter((url) => new URL(url).origin !== ours)).to.deep.equal(['https://cdn.redoc.ly/redoc/logo-mini.svg']);
+      expect(problems.filter((text) => !refused(text))).to.deep.equal([]);
+    } finally {
+      await context.close();
     }
-    await section.locator('h2').first().evaluate((heading) => heading.scrollIntoView({ block: 'start' }));
-    await page.screenshot({ path: path.join(SCREENSHOTS, 'api-reference-create-submission.png') });
-
-    // Redoc's sidebar footer asks for its maker's logo from a CDN; the page's CSP refuses it (the
-    // image hides itself on error), so nothing but this service answers the page.
-    const ours = new URL(t.url).origin;
-    expect([...new Set(answered.map((url) => new URL(url).origin))]).to.deep.equal([ours]);
-    const refused = (text: string) => /cdn\.redoc\.ly\/redoc\/logo-mini\.svg/.test(text) && /img-src/.test(text);
-    expect(requested.filter((url) => new URL(url).origin !== ours)).to.deep.equal(['https://cdn.redoc.ly/redoc/logo-mini.svg']);
-    expect(problems.filter((text) => !refused(text))).to.deep.equal([]);
   });
 
   it('serves the page uncached with a fresh nonce, and the renderer as a script', async () => {
