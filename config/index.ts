@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import { parseTrustedProxies } from '../src/lib/client-ip';
-import { parseClusterNodes, queuePrefixFor } from './redis';
+import { parseClusterNodes, queuePrefixFor } from './redis-address';
 
 /** Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h. */
 const DEFAULT_RETRY_DELAYS_MS = [5e3, 3e5, 18e5, 72e5, 18e6, 36e6, 504e5, 72e6, 864e5];

@@ -2,6 +2,7 @@
 // Bundles the hosted page's browser code (run by `npm run build` after tsc). Any error exits non-zero.
 'use strict';
 
+const fs = require('fs');
 const path = require('path');
 const esbuild = require('esbuild');
 
@@ -24,7 +25,16 @@ const builds = [
   { entryPoints: [path.join(source, 'form.css')], outfile: path.join(outdir, 'form.css'), loader: { '.css': 'css' } },
 ];
 
-Promise.all(builds.map((options) => esbuild.build({ ...common, ...options })))
+/** The API reference's renderer (GET /docs), copied as the `redoc` package ships it, with its licences. */
+function copyRedoc() {
+  const bundle = require.resolve('redoc/bundles/redoc.standalone.js');
+  fs.mkdirSync(outdir, { recursive: true });
+  for (const file of ['redoc.standalone.js', 'redoc.standalone.js.LICENSE.txt']) {
+    fs.copyFileSync(path.join(path.dirname(bundle), file), path.join(outdir, file));
+  }
+}
+
+Promise.all([...builds.map((options) => esbuild.build({ ...common, ...options })), Promise.resolve().then(copyRedoc)])
   .then(() => {
     process.stdout.write(`browser assets built in ${path.relative(root, outdir)}/\n`);
   })

@@ -1,10 +1,11 @@
 import 'reflect-metadata';
 import { MikroORM } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
-import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
+import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
 import { allowNamedStatements } from './prepared';
+import type { Em, Orm } from './types';
 import { Migration20261122000000_initial } from './migrations/Migration20261122000000_initial';
 import { Migration20261123000100_security } from './migrations/Migration20261123000100_security';
 import { Migration20261123000200_durability } from './migrations/Migration20261123000200_durability';
@@ -21,8 +22,7 @@ import { Migration20261125000000_uploads } from './migrations/Migration202611250
 import { Migration20261125100000_delivery_job_groups } from './migrations/Migration20261125100000_delivery_job_groups';
 import { Migration20261126000000_submission_day_counts } from './migrations/Migration20261126000000_submission_day_counts';
 
-export type Orm = MikroORM<PostgreSqlDriver>;
-export type Em = EntityManager;
+export type { Em, Orm };
 
 const MIGRATIONS = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },

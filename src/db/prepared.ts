@@ -1,4 +1,4 @@
-import type { Em } from './orm';
+import type { Em } from './types';
 
 /**
  * Whether each ORM's connections may keep named prepared statements, by the ORM's pool client.

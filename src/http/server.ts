@@ -8,6 +8,7 @@ import { extractApiKey } from '../domain/auth/api-keys';
 import { admitKey, describeError } from './pipeline';
 import { registerAdminRoutes } from './routes/admin';
 import { registerAnalyticsRoutes } from './routes/analytics';
+import { registerDocsRoutes } from './routes/docs';
 import { registerFileRoutes } from './routes/files';
 import { registerFormRoutes } from './routes/forms';
 import { registerHostedRoutes } from './routes/hosted';
@@ -131,6 +132,7 @@ export function createHttpServer(app: AppContext): HttpServer {
   server.use((req: Request, res: Response, next) => (isFileUpload(req) ? next() : readBody(req, res, next)));
 
   registerOpsRoutes(server, app, lifecycle);
+  registerDocsRoutes(server, app);
   registerAdminRoutes(server, app);
   registerFormRoutes(server, app);
   registerSubmissionRoutes(server, app);

@@ -37,8 +37,14 @@ export function requireChromium(suite: Mocha.Context): void {
 }
 
 /** A phone-sized page of its own context; its console errors and uncaught exceptions are collected in `problems`. */
-export async function openPhonePage(browser: Browser): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
-  const context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+export function openPhonePage(browser: Browser): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  return openPage(browser, { viewport: PHONE, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+}
+
+/** A page of its own context made with `options`; its console errors and uncaught exceptions are collected in `problems`. */
+export async function openPage(browser: Browser, options: Parameters<Browser['newContext']>[0])
+  : Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  const context = await browser.newContext(options);
   const page = await context.newPage();
   const problems: string[] = [];
   page.on('pageerror', (error) => problems.push(error.message));

@@ -3,7 +3,7 @@ import type { ChangeType } from './change-records';
 import type { FeedPosition } from './changes';
 import type { FileLinks } from '../files/links';
 import { readChangeRows } from './read-store';
-import { shownValues } from './read-service';
+import { shownValues } from './shown-values';
 
 export interface SubmissionSummary {
   id: string;

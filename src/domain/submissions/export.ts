@@ -6,7 +6,7 @@ import type { CachedForm } from '../forms/form-cache';
 import type { Field } from '../forms/types';
 import type { FileLink, FileLinks } from '../files/links';
 import { beginExportSql, exportRowsQuery } from './read-store';
-import { keyByLabel, shownValues } from './read-service';
+import { keyByLabel, shownValues } from './shown-values';
 
 export type ExportFormat = 'csv' | 'ndjson';
 

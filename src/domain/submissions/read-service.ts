@@ -1,14 +1,9 @@
 import type { Em } from '../../db/orm';
-import type { FileLinks } from '../files/links';
-import { isSealedValue } from './sealed-values';
-import type { Field } from '../forms/types';
 import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays } from './day-counts';
 import { daySpan, locateOffset, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
-
-export const REDACTED = 'Redacted';
 
 export interface SubmissionRecord {
   id: string;
@@ -19,30 +14,10 @@ export interface SubmissionRecord {
   createdAt: Date;
 }
 
+/** Which page of a form's submissions a list reads, within which bounds. */
 export interface ListFilter extends TimeBounds {
   limit: number;
   offset: number;
-}
-
-/** Sealed (sensitive) values are never shown by ordinary reads. */
-export function redact(data: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, isSealedValue(v) ? REDACTED : v]));
-}
-
-/** Values as every read shows them: sensitive ones `Redacted`, files as `{name, type, size, url}` with a fresh link. */
-export function shownValues(data: Record<string, unknown>, links: FileLinks): Record<string, unknown> {
-  return links.presentValues(redact(data));
-}
-
-/** Keys by the field's current label; a deleted field keeps its id; a repeated label gets its id appended. */
-export function keyByLabel(data: Record<string, unknown>, fields: Field[]): Record<string, unknown> {
-  const labels = new Map(fields.map((f) => [f.id, f.label]));
-  const out: Record<string, unknown> = {};
-  for (const [id, value] of Object.entries(data)) {
-    const label = labels.get(id) || id;
-    out[label in out ? `${label} (${id})` : label] = value;
-  }
-  return out;
 }
 
 function toRecord(row: any): SubmissionRecord {

@@ -1,5 +1,5 @@
 import type { Field } from '../forms/types';
-import { keyByLabel, redact } from '../submissions/read-service';
+import { keyByLabel, redact } from '../submissions/shown-values';
 import { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED } from './event-types';
 import { signPayload } from './signing';
 

@@ -1,7 +1,8 @@
 import type { Field } from '../../domain/forms/types';
 import type { BatchItemOutcome } from '../../domain/submissions/batch-submission';
 import type { FileLinks } from '../../domain/files/links';
-import { keyByLabel, shownValues, type SubmissionRecord } from '../../domain/submissions/read-service';
+import type { SubmissionRecord } from '../../domain/submissions/read-service';
+import { keyByLabel, shownValues } from '../../domain/submissions/shown-values';
 import { refusalToApiError } from './refusals';
 
 /** A submission in a list: sensitive values redacted, files as links, keyed by field id. */

@@ -1,47 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
 import { hostedPageCsp, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../hosted-page';
 import { describeError } from '../pipeline';
-import { PUBLIC_SECURITY_HEADERS } from '../public-pipeline';
 import { metrics } from '../../lib/metrics';
 import { admitPublicRequest, publicClientKey, publicFormBuilder } from '../public-admission';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
-
-/** Where scripts/build-browser.js puts the bundles (dist/public, next to dist/src). */
-const ASSET_DIR = path.resolve(__dirname, '../../../public');
-const ASSET_CACHE_CONTROL = 'public, max-age=300';
-
-interface Asset {
-  route: string;
-  file: string;
-  contentType: string;
-}
+import { serveAssets, sendText, type Asset } from '../static-assets';
 
 const ASSETS: Asset[] = [
   { route: '/embed.js', file: 'embed.js', contentType: 'text/javascript; charset=utf-8' },
   { route: '/assets/form.js', file: 'form.js', contentType: 'text/javascript; charset=utf-8' },
   { route: '/assets/form.css', file: 'form.css', contentType: 'text/css; charset=utf-8' },
 ];
-
-function sendText(res: Response, status: number, contentType: string, body: string | Buffer, headers: Record<string, string> = {}): void {
-  for (const [name, value] of Object.entries({ ...PUBLIC_SECURITY_HEADERS, ...headers })) res.setHeader(name, value);
-  res.setHeader('Content-Type', contentType);
-  res.writeHead(status);
-  res.end(body);
-}
-
-function readAsset(app: AppContext, file: string): Buffer | null {
-  try {
-    return readFileSync(path.join(ASSET_DIR, file));
-  } catch {
-    app.logger.warn({ file: path.join(ASSET_DIR, file) }, 'browser asset missing: run `npm run build`');
-    return null;
-  }
-}
 
 /**
  * The origin a page's uploads are sent to: the service's own upload URL (PUBLIC_URL) or the store's
@@ -98,12 +70,5 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
     }
   });
 
-  for (const asset of ASSETS) {
-    // Read once: the bundles do not change while the process runs.
-    const content = readAsset(app, asset.file);
-    server.get(asset.route, async (_req: Request, res: Response) => {
-      if (!content) return sendText(res, 404, 'text/plain; charset=utf-8', 'Not found', { 'Cache-Control': 'no-store' });
-      sendText(res, 200, asset.contentType, content, { 'Cache-Control': ASSET_CACHE_CONTROL });
-    });
-  }
+  serveAssets(server, app, ASSETS);
 }

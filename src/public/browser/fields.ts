@@ -2,17 +2,10 @@
 // exposes its value in the shape the server validates (the one validate.ts checks).
 import type { Field, FieldOption } from '../../domain/forms/types';
 import { Child, domId, h, visuallyHidden } from './dom';
-import { ControlParts, describedBy, groupFrame, labelledFrame, requiredMark, helpText, errorSlot } from './frame';
+import { ControlParts, describedBy, FieldHooks, groupFrame, labelledFrame, requiredMark, helpText, errorSlot } from './frame';
 import { signatureControl } from './signature';
 import { uploadControl } from './uploads';
 import { formatAmount, isSplitName } from './values';
-
-export interface FieldHooks {
-  /** The person changed the field's value. */
-  changed(field: Field): void;
-  /** Focus left the field. */
-  left(field: Field): void;
-}
 
 export interface FieldControl {
   readonly field: Field;

@@ -3,6 +3,14 @@
 import type { Field } from '../../domain/forms/types';
 import { Child, domId, h, visuallyHidden } from './dom';
 
+/** How a control tells the form about its field (fields.ts, signature.ts, uploads.ts, payment.ts). */
+export interface FieldHooks {
+  /** The person changed the field's value. */
+  changed(field: Field): void;
+  /** Focus left the field. */
+  left(field: Field): void;
+}
+
 /** What a field type builds; fields.ts turns it into a FieldControl. */
 export interface ControlParts {
   element: HTMLElement;

@@ -9,8 +9,8 @@ import type { Field } from '../../domain/forms/types';
 import type { PublicFormJson } from '../../domain/public/types';
 import { createPaymentIntent, postCheck, type CheckOutcome, type SubmissionBody } from './api';
 import { domId, h, scriptGlobal } from './dom';
-import type { FieldControl, FieldHooks } from './fields';
-import { describedBy, errorSlot, helpText, requiredMark } from './frame';
+import type { FieldControl } from './fields';
+import { describedBy, errorSlot, FieldHooks, helpText, requiredMark } from './frame';
 import { formatAmount } from './values';
 
 interface StripeError { type?: string; code?: string; message?: string }

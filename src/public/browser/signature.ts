@@ -2,8 +2,7 @@
 // handwriting font for people who cannot draw. Either way the value is a PNG data URL.
 import type { Field } from '../../domain/forms/types';
 import { domId, h } from './dom';
-import type { FieldHooks } from './fields';
-import { ControlParts, describedBy, groupFrame } from './frame';
+import { ControlParts, describedBy, FieldHooks, groupFrame } from './frame';
 
 interface Point { x: number; y: number }
 

@@ -5,8 +5,7 @@
 import type { Field } from '../../domain/forms/types';
 import { requestUpload, sendUpload, type Sending, type UploadTicket } from './api';
 import { domId, h } from './dom';
-import type { FieldHooks } from './fields';
-import { ControlParts, describedBy, labelledFrame } from './frame';
+import { ControlParts, describedBy, FieldHooks, labelledFrame } from './frame';
 import { fileLimits } from '../../domain/files/rules';
 import { declaredType, fileRefusal, formatBytes, uploadHint } from './values';
 
