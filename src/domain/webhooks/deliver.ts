@@ -62,7 +62,7 @@ export async function attemptDelivery(
     url: row.url, secret: openSecret(row.secret_sealed, deps.decryptionKeys),
     previousSecret: row.previous_secret_sealed ? openSecret(row.previous_secret_sealed, deps.decryptionKeys) : null,
     body: withFileLinks(row.payload, deps.files.links),
-    eventType: row.event_type, deliveryId: row.id,
+    eventType: row.event_type, deliveryId: row.id, eventId: row.event_id,
   });
   const now = new Date();
   const schedule = deps.config.webhookRetryDelaysMs;

@@ -14,6 +14,7 @@ export interface DeliveryRow {
   payload: string;
   status: string;
   event_type: string;
+  event_id: string;
   webhook_id: string;
   url: string;
   enabled: boolean;
@@ -117,7 +118,7 @@ export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: Se
 }
 
 const FIND_DELIVERY_SQL = `
-  select d.id, d.organization_id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
+  select d.id, d.organization_id, d.payload, d.status, d.event_type, d.event_id, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
          case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
     from webhook_deliveries d join webhooks w on w.id = d.webhook_id`;
 

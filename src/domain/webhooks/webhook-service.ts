@@ -12,6 +12,10 @@ import { sendSigned } from './sender';
 import { lockOrganizationCountingWebhooks, resetFailedDeliveries } from './store';
 
 export const SECRET_PREFIX = 'whsec_';
+/**
+ * Base62 characters after `whsec_`. A multiple of 4, so the same characters read as base64 (24
+ * bytes, the least Standard Webhooks allows) and sign `webhook-signature` too.
+ */
 const SECRET_LENGTH = 32;
 export const MAX_WEBHOOKS_PER_ORGANIZATION = 100;
 export const DEFAULT_ROTATION_GRACE_SECONDS = 86_400;
@@ -191,11 +195,12 @@ export interface TestSendOutcome {
 
 /** A signed `webhook.test` event, sent once and not recorded as a delivery. */
 export async function sendTestEvent(config: Readonly<Config>, webhook: Webhook, decryptionKeys: readonly Buffer[]): Promise<TestSendOutcome> {
-  const body = JSON.stringify(buildTestEvent(newId('evt'), webhook.id, new Date()));
+  const eventId = newId('evt');
+  const body = JSON.stringify(buildTestEvent(eventId, webhook.id, new Date()));
   const result = await sendSigned(config, {
     url: webhook.url, secret: unseal(webhook.secretSealed, decryptionKeys),
     previousSecret: previousSecretInGrace(webhook, decryptionKeys), body, eventType: WEBHOOK_TEST,
-    deliveryId: newId('dlv'),
+    deliveryId: newId('dlv'), eventId,
   });
   return {
     delivered: isSuccess(result.statusCode), statusCode: result.statusCode, error: result.error, durationMs: result.durationMs,
