@@ -23,6 +23,8 @@ export interface QueueHealth extends QueueStats {
 export interface QueueHealthReport {
   queues: QueueHealth[];
   outboxBacklog: number;
+  /** Webhook deliveries held back, not attempted, by their webhook's throttleRate or a receiver's 429 Retry-After. */
+  throttledDeliveries: number;
 }
 
 const COUNTED_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
@@ -66,10 +68,11 @@ export async function readOutboxBacklog(app: AppContext): Promise<number> {
 
 export async function readQueueHealth(app: AppContext): Promise<QueueHealthReport> {
   const queues = QUEUE_NAMES.map((name) => app.producer.queue(name));
-  const [stats, workers, outboxBacklog] = await Promise.all([
+  const [stats, workers, outboxBacklog, throttledDeliveries] = await Promise.all([
     Promise.all(queues.map((queue) => readQueueStats(queue))),
     Promise.all(queues.map((queue) => queue.getWorkersCount())),
     readOutboxBacklog(app),
+    app.throttle.countWaiting(),
   ]);
-  return { queues: stats.map((s, i) => ({ ...s, workers: workers[i] })), outboxBacklog };
+  return { queues: stats.map((s, i) => ({ ...s, workers: workers[i] })), outboxBacklog, throttledDeliveries };
 }

@@ -1,6 +1,8 @@
 import type { Field } from '../forms/types';
 import { keyByLabel, redact } from '../submissions/read-service';
-import { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED } from './event-types';
+import {
+  FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, OPERATIONAL_EVENTS, SUBMISSION_CREATED, SUBMISSION_DELETED,
+} from './event-types';
 import { signPayload, standardSignatureHeader } from './signing';
 
 export { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED };
@@ -10,6 +12,7 @@ export const EVENT_ALIASES: Record<string, string> = {
   [FORM_SUBMISSION_CREATED]: SUBMISSION_CREATED,
   [SUBMISSION_DELETED]: SUBMISSION_DELETED,
   [FORM_SUBMISSION_DELETED]: SUBMISSION_DELETED,
+  ...Object.fromEntries(OPERATIONAL_EVENTS.map((event) => [event, event])),
 };
 export const USER_AGENT = 'FormService-Webhooks/1';
 
