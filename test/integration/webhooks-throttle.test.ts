@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import IORedis from 'ioredis';
 import { failFastRedis } from '../../config/redis';
 import { SharedThrottle } from '../../src/lib/throttle';
 import { registry } from '../../src/lib/metrics';
@@ -7,10 +8,13 @@ import { startReceiver, type Delivery, type Receiver } from '../support/fakes/re
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { deleteQueueKeys } from '../support/databases';
 import { deliveryProblems } from '../support/openapi-webhooks';
+import { ownRedis, type OwnRedis } from '../support/redis-server';
 import { freshQueuePrefix, spawnWorker, waitUntil, type WorkerChild } from '../support/worker-stack';
 
 const ADMIN_TOKEN = 'adm_throttle0123456789ab';
 const FIELDS = [fieldInput('fld_n', 'text', 'N', { required: true })];
+/** Arrivals over the rate within one second that the send's varying latency may cause. */
+const JITTER = 2;
 
 /** Arrivals per wall-clock second, from the first arrival's second on. */
 function perSecond(deliveries: Delivery[]): number[] {
@@ -155,8 +159,12 @@ describe('throttled deliveries with two worker processes', function () {
     // For the record: what the receiver saw, second by second.
     console.log(`      throttleRate 5, 40 submissions at once: arrivals per second ${JSON.stringify(counts)}, `
       + `most in any 1 s window ${sliding}, all in ${took.toFixed(1)} s; queue health showed up to ${healthMost} waiting, the metric ${metricMost}`);
-    expect(Math.max(...counts), JSON.stringify(counts)).to.be.at.most(6);
-    expect(sliding).to.be.at.most(6);
+    // Slots are granted 200 ms apart; the receiver's clock also sees each send's latency, which varies
+    // on a loaded machine (two cores shared with other test runs), hence the jitter allowed on top of 5.
+    expect(Math.max(...counts), JSON.stringify(counts)).to.be.at.most(5 + JITTER);
+    expect(sliding).to.be.at.most(5 + JITTER);
+    // On average no more than the rate: the first arrival to the last spans at least 39 slots.
+    expect(receiver.deliveries[39].receivedAt - receiver.deliveries[0].receivedAt).to.be.at.least(39 * 200 - 500);
     expect(took).to.be.at.least(6);
     expect(healthMost).to.be.greaterThan(0);
     expect(metricMost).to.be.greaterThan(0);
@@ -199,5 +207,61 @@ describe('throttled deliveries with two worker processes', function () {
     }, 10_000))!;
     // The 429'd delivery made two attempts (the 429 and the success); the others one each.
     expect(rows.map((d) => d.attempts).sort()).to.deep.equal([1, 1, 1, 2]);
+  });
+});
+
+/**
+ * PostgreSQL is the truth: a Redis that forgets everything while deliveries wait on a throttle (their
+ * delayed jobs, the rate's reservations) loses none of them; the sweeps queue them again.
+ */
+describe('throttled deliveries when Redis forgets everything', function () {
+  this.timeout(120_000);
+  let redis: OwnRedis;
+  let t: TestApp;
+  let worker: WorkerChild;
+  let receiver: Receiver;
+
+  before(async () => {
+    redis = await ownRedis();
+    await redis.start();
+  });
+  after(async () => {
+    await worker?.stop();
+    await receiver?.close();
+    await t?.close();
+    await redis.kill();
+  });
+
+  it('delivers every throttled delivery once after a FLUSHALL, from the rows', async () => {
+    const env = { REDIS_URL: redis.url, QUEUE_PREFIX: freshQueuePrefix(), WEBHOOK_RETRY_DELAYS_MS: '100,200,300', OWED_SWEEP_INTERVAL_MS: '1000' };
+    t = await startTestApp(env);
+    worker = spawnWorker('all', { ...env, LOG_LEVEL: 'info' });
+    await waitUntil('the worker to start', async () => worker.output().includes('workers started'), 30_000);
+    receiver = await startReceiver();
+    const tenant = await createTenant(t.app);
+    const form = await createPublishedForm(t.url, tenant.key, FIELDS);
+    const hook = await call(t.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'slow', url: receiver.url, events: ['submission.created'], throttleRate: 2 },
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, {
+      key: tenant.key, body: { data: { fld_n: String(i) } },
+    })));
+    expect(results.map((r) => r.status)).to.deep.equal(new Array(8).fill(201));
+    await receiver.waitFor(2, 15_000);
+    const client = new IORedis(redis.url);
+    try {
+      expect(await client.flushall()).to.equal('OK');
+    } finally {
+      client.disconnect();
+    }
+    await receiver.waitFor(8, 60_000);
+    await waitUntil('8 succeeded deliveries', async () => {
+      const list = (await call(t.url, 'GET', `/v1/webhooks/${hook.body.webhook.id}/deliveries`, { key: tenant.key })).body.deliveries;
+      return list.length === 8 && list.every((d: any) => d.status === 'succeeded');
+    }, 30_000);
+    const ids = receiver.deliveries.map((d) => d.headers['x-service-delivery']);
+    expect(new Set(ids).size).to.equal(8);
+    expect(ids).to.have.length(8);
   });
 });
