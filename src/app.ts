@@ -11,6 +11,7 @@ import { ensureSubmissionPartitions } from './domain/submissions/partitions';
 import { RateLimiter } from './domain/quotas/rate-limiter';
 import { createLogger, type Logger } from './lib/logger';
 import { Producer } from './queues/producer';
+import { SharedThrottle } from './lib/throttle';
 import { createFileStore } from './domain/files/file-store';
 import { FileLinks } from './domain/files/links';
 import type { Files } from './domain/files/uploads';
@@ -29,6 +30,8 @@ export interface AppContext {
   /** Fails fast when Redis is down: request paths must never wait on it. */
   redis: Redis;
   producer: Producer;
+  /** Per-webhook delivery rates (`throttleRate`), shared by every worker process through Redis. */
+  throttle: SharedThrottle;
   keyStore: KeyStore;
   rateLimiter: RateLimiter;
   formCache: FormCache;
@@ -107,7 +110,7 @@ export async function createAppContext(config: Readonly<Config>, logger = create
   await Promise.all([untilReady(redis, 2_000), untilReady(producerConnection, 2_000)]);
   const producer = new Producer(producerConnection, config.queuePrefix, config.webhookRetryDelaysMs);
   return {
-    config, orm, readOrm, logger, redis, producer, keyStore, rateLimiter, encryptionKey, decryptionKeys,
+    config, orm, readOrm, logger, redis, producer, throttle: new SharedThrottle(redis, config.queuePrefix), keyStore, rateLimiter, encryptionKey, decryptionKeys,
     formCache, submissionWriter: new SubmissionWriter(orm, logger),
     files: {
       store: createFileStore(config),

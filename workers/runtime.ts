@@ -1,4 +1,4 @@
-import { Worker, type Job } from 'bullmq';
+import { DelayedError, Worker, type Job } from 'bullmq';
 import type { AppContext } from '../src/app';
 import { blockingRedis } from '../config/redis';
 import { jobLogger } from '../src/lib/logger';
@@ -40,7 +40,9 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
         metrics.jobDuration.observe({ queue, result: 'completed' }, Number(process.hrtime.bigint() - started) / 1e9);
         return result;
       } catch (err) {
-        metrics.jobDuration.observe({ queue, result: 'failed' }, Number(process.hrtime.bigint() - started) / 1e9);
+        // A job moved back to delayed (a throttled delivery, a paused CRM connection) has not failed.
+        const result = err instanceof DelayedError ? 'delayed' : 'failed';
+        metrics.jobDuration.observe({ queue, result }, Number(process.hrtime.bigint() - started) / 1e9);
         throw err;
       }
     }, {

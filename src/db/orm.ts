@@ -21,6 +21,7 @@ import { Migration20261124020000_payment_intents } from './migrations/Migration2
 import { Migration20261125000000_uploads } from './migrations/Migration20261125000000_uploads';
 import { Migration20261125100000_delivery_job_groups } from './migrations/Migration20261125100000_delivery_job_groups';
 import { Migration20261126000000_submission_day_counts } from './migrations/Migration20261126000000_submission_day_counts';
+import { Migration20261126100000_webhook_throttle } from './migrations/Migration20261126100000_webhook_throttle';
 
 export type { Em, Orm };
 
@@ -40,6 +41,7 @@ const MIGRATIONS = [
   { name: 'Migration20261125000000_uploads', class: Migration20261125000000_uploads },
   { name: 'Migration20261125100000_delivery_job_groups', class: Migration20261125100000_delivery_job_groups },
   { name: 'Migration20261126000000_submission_day_counts', class: Migration20261126000000_submission_day_counts },
+  { name: 'Migration20261126100000_webhook_throttle', class: Migration20261126100000_webhook_throttle },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -43,6 +43,17 @@ export const metrics = {
     labelNames: ['result'] as const,
     registers: [registry],
   }),
+  webhookDeliveriesThrottled: new client.Gauge({
+    name: 'formservice_webhook_deliveries_throttled',
+    help: 'Webhook deliveries waiting on their webhook\'s throttleRate or a receiver\'s Retry-After, across all workers (sampled from Redis; aggregate with max)',
+    registers: [registry],
+  }),
+  webhookThrottleWaits: new client.Counter({
+    name: 'formservice_webhook_throttle_waits_total',
+    help: 'Webhook deliveries held back without an attempt, by reason (rate: throttleRate, paused: a 429 Retry-After)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
   outboxBacklog: new client.Gauge({
     name: 'formservice_outbox_backlog',
     help: 'Outbox rows not yet handed to the queue (sampled)',

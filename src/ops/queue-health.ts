@@ -23,6 +23,8 @@ export interface QueueHealth extends QueueStats {
 export interface QueueHealthReport {
   queues: QueueHealth[];
   outboxBacklog: number;
+  /** Webhook deliveries held back, not attempted, by their webhook's throttleRate or a receiver's 429 Retry-After. */
+  throttledDeliveries: number;
 }
 
 const COUNTED_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
@@ -71,9 +73,10 @@ export async function readQueueHealthOf(queue: Queue): Promise<QueueHealth> {
 }
 
 export async function readQueueHealth(app: AppContext): Promise<QueueHealthReport> {
-  const [queues, outboxBacklog] = await Promise.all([
+  const [queues, outboxBacklog, throttledDeliveries] = await Promise.all([
     Promise.all(QUEUE_NAMES.map((name) => readQueueHealthOf(app.producer.queue(name)))),
     readOutboxBacklog(app),
+    app.throttle.countWaiting(),
   ]);
-  return { queues, outboxBacklog };
+  return { queues, outboxBacklog, throttledDeliveries };
 }

@@ -25,13 +25,15 @@ function record({ stats, workers }: QueueSample): void {
 
 /** The outbox backlog is read from PostgreSQL even while Redis is away: that is when it grows. */
 async function sampleOnce(app: AppContext): Promise<void> {
-  const [stats, backlog] = await Promise.allSettled([
+  const [stats, backlog, throttled] = await Promise.allSettled([
     app.producer.bounded(() => Promise.all(QUEUE_NAMES.map((name) => sampleQueue(app.producer.queue(name))))),
     readOutboxBacklog(app),
+    app.producer.bounded(() => app.throttle.countWaiting()),
   ]);
   if (backlog.status === 'fulfilled') metrics.outboxBacklog.set(backlog.value);
   if (stats.status === 'fulfilled') stats.value.forEach(record);
-  const failed = [stats, backlog].find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+  if (throttled.status === 'fulfilled') metrics.webhookDeliveriesThrottled.set(throttled.value);
+  const failed = [stats, backlog, throttled].find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
   if (failed) throw failed.reason;
 }
 

@@ -67,7 +67,8 @@ describe('operator endpoints: queue health and the queue dashboard', () => {
     it('reports counts, pause state, oldest waiting age and workers per queue, and the outbox backlog', async () => {
       const res = await call(t.url, 'GET', '/admin/queues/health', { headers: bearer(ADMIN_TOKEN) });
       expect(res.status).to.equal(200);
-      expect(res.body).to.have.keys('queues', 'outboxBacklog');
+      expect(res.body).to.have.keys('queues', 'outboxBacklog', 'throttledDeliveries');
+      expect(res.body.throttledDeliveries).to.be.a('number').at.least(0);
       expect(res.body.outboxBacklog).to.be.a('number').at.least(0);
       const byName = Object.fromEntries(res.body.queues.map((q: any) => [q.name, q]));
       expect(Object.keys(byName)).to.have.members([...QUEUE_NAMES]);

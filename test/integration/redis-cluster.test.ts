@@ -79,6 +79,35 @@ describe('on a Redis Cluster (REDIS_CLUSTER_NODES)', function () {
     expect(holding[0].some((k) => k.startsWith('{fscluster}:submissions:'))).to.equal(true);
   });
 
+  it('holds a webhook\'s throttleRate on the Cluster, its keys in the webhook\'s own hash slot', async () => {
+    const slow = await startReceiver();
+    try {
+      const tenant = await createTenant(t.app);
+      const form = await createPublishedForm(apis[0].url, tenant.key, [field('fld_name', 'text', 'Name')]);
+      const hook = await call(apis[0].url, 'POST', '/v1/webhooks', {
+        key: tenant.key, body: { name: 'slow', url: slow.url, events: ['submission.created'], formId: form.id, throttleRate: 2 },
+      });
+      expect(hook.status, hook.text).to.equal(201);
+      await Promise.all([0, 1, 2, 3].map((i) => call(apis[i % 2].url, 'POST', `/v1/forms/${form.id}/submissions`, {
+        key: tenant.key, body: { data: { fld_name: `s${i}` } },
+      })));
+      await slow.waitFor(4, 30_000).catch((err) => { throw new Error(`${err.message}\n${workers?.output()}`); });
+      const times = slow.deliveries.map((d) => d.receivedAt).sort((a, b) => a - b);
+      // 2 a second: one every 500 ms.
+      expect(times[3] - times[0]).to.be.at.least(1_400);
+      const client = cluster.client();
+      await waitUntil('cluster client ready', async () => client.status === 'ready', 5_000);
+      const tag = `fscluster:throttle:{${hook.body.webhook.id}}`;
+      const [slotOfTat, slotOfHeld] = await Promise.all([
+        client.cluster('KEYSLOT', `${tag}:tat`), client.cluster('KEYSLOT', `${tag}:held`),
+      ]);
+      expect(slotOfTat).to.equal(slotOfHeld);
+      expect(await client.exists(`${tag}:tat`)).to.equal(1);
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('shares one rate-limit budget between two API processes', async () => {
     const intoMinute = Date.now() % 60_000;
     if (intoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_500 - intoMinute));

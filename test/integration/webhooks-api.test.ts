@@ -4,7 +4,7 @@ import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
 const SECRET_PATTERN = /^whsec_[a-zA-Z0-9]{32,}$/;
-const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'updatedAt', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'throttleRate', 'updatedAt', 'url'];
 const textField = { id: 'fld_a', type: 'text', label: 'A', required: false, config: {}, validationRules: {}, order: 0 };
 
 describe('webhooks API', () => {
@@ -43,6 +43,58 @@ describe('webhooks API', () => {
       const list = await call(t.url, 'GET', '/v1/webhooks', { key: tenant.key });
       expect(list.body.webhooks.map((w: any) => w.id)).to.include(webhook.id);
       expect(list.text).to.not.include(secret);
+    });
+
+    it('takes throttleRate (1..10000 a second, null for unlimited) on create and update, and shows it on read', async () => {
+      const made = await create({ name: 'Slow', url: receiver.url, events: ['submission.created'], throttleRate: 5 });
+      expect(made.status, made.text).to.equal(201);
+      expect(made.body.webhook.throttleRate).to.equal(5);
+      const path = `/v1/webhooks/${made.body.webhook.id}`;
+      expect((await call(t.url, 'GET', path, { key: tenant.key })).body.webhook.throttleRate).to.equal(5);
+      const raised = await call(t.url, 'PUT', path, { key: tenant.key, body: { throttleRate: 10000 } });
+      expect(raised.status, raised.text).to.equal(200);
+      expect(raised.body.webhook.throttleRate).to.equal(10000);
+      const lifted = await call(t.url, 'PUT', path, { key: tenant.key, body: { throttleRate: null } });
+      expect(lifted.body.webhook.throttleRate).to.equal(null);
+      expect((await call(t.url, 'GET', path, { key: tenant.key })).body.webhook.throttleRate).to.equal(null);
+      const plain = await create({ name: 'Plain', url: receiver.url, events: ['submission.created'] });
+      expect(plain.body.webhook.throttleRate).to.equal(null);
+
+      for (const throttleRate of [0, -1, 10001, 2.5, '5', true, {}]) {
+        const refused = await create({ name: 'Bad', url: receiver.url, events: ['submission.created'], throttleRate });
+        expect(refused.status, JSON.stringify(throttleRate)).to.equal(400);
+        expect(refused.body.error).to.equal('validation_error');
+        expect(refused.body.details.map((d: any) => d.field)).to.include('throttleRate');
+        const refusedUpdate = await call(t.url, 'PUT', path, { key: tenant.key, body: { throttleRate } });
+        expect(refusedUpdate.status, JSON.stringify(throttleRate)).to.equal(400);
+        expect(refusedUpdate.body.error).to.equal('validation_error');
+      }
+    });
+
+    it('takes the operational events on organization-wide webhooks only', async () => {
+      const operational = ['endpoint.disabled', 'message.attempt.failing', 'message.attempt.exhausted', 'message.attempt.recovered'];
+      const wide = await create({ name: 'Ops', url: receiver.url, events: operational });
+      expect(wide.status, wide.text).to.equal(201);
+      expect(wide.body.webhook.events).to.deep.equal(operational);
+
+      const form = await createPublishedForm(t.url, tenant.key, [textField]);
+      for (const event of operational) {
+        const tied = await create({ name: 'Tied', url: receiver.url, events: ['submission.created', event], formId: form.id });
+        expect(tied.status, event).to.equal(400);
+        expect(tied.body.error).to.equal('validation_error');
+        expect(tied.body.details[0].field).to.equal('events');
+      }
+      // Tying an operational webhook to a form, or giving a tied one operational events, is refused too.
+      const tieLater = await call(t.url, 'PUT', `/v1/webhooks/${wide.body.webhook.id}`, { key: tenant.key, body: { formId: form.id } });
+      expect(tieLater.status, tieLater.text).to.equal(400);
+      expect(tieLater.body.error).to.equal('validation_error');
+      const tied = await create({ name: 'Tied', url: receiver.url, events: ['submission.created'], formId: form.id });
+      const addLater = await call(t.url, 'PUT', `/v1/webhooks/${tied.body.webhook.id}`, { key: tenant.key, body: { events: ['endpoint.disabled'] } });
+      expect(addLater.status, addLater.text).to.equal(400);
+      expect(addLater.body.error).to.equal('validation_error');
+      const both = await call(t.url, 'PUT', `/v1/webhooks/${tied.body.webhook.id}`, { key: tenant.key, body: { events: ['endpoint.disabled'], formId: null } });
+      expect(both.status, both.text).to.equal(200);
+      expect(both.body.webhook).to.include({ formId: null });
     });
 
     it('gives every webhook its own secret', async () => {

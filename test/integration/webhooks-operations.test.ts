@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
 import { readFileSync } from 'node:fs';
 import * as nodePath from 'node:path';
 import { fanOutDeletion } from '../../src/domain/submissions/fanout';
@@ -15,7 +17,7 @@ const FIELDS = [
   { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
   { id: 'fld_name', type: 'name', label: 'Full name', required: false, config: { sensitive: true }, validationRules: {}, order: 1 },
 ];
-const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'secret', 'updatedAt', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'secret', 'throttleRate', 'updatedAt', 'url'];
 const SECRET_PATTERN = /^whsec_[a-zA-Z0-9]{32,}$/;
 
 const quietly = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -126,6 +128,20 @@ describe('webhook operations (workers in process)', () => {
       }
       const stranger = readmeVerifier(['whsec_not_ours']);
       expect(s.receiver.deliveries.some((d) => stranger(d.headers, d.rawBody))).to.equal(false);
+
+      // The Standard Webhooks libraries verify every delivery of the grace with the old and the new
+      // secret alike; webhook-id is the event id, the same on the retry, and the timestamp the same seconds.
+      const [first, retry] = s.receiver.deliveries;
+      expect(first.headers['webhook-id']).to.equal(JSON.parse(first.rawBody).id).and.equal(retry.headers['webhook-id']);
+      for (const d of s.receiver.deliveries) {
+        expect(d.headers['webhook-timestamp']).to.equal(d.headers['x-service-timestamp']);
+        expect(d.headers['webhook-signature'].split(' ')).to.have.length(2);
+        for (const secret of [s.webhook.secret, newSecret]) {
+          expect(new StandardWebhook(secret).verify(d.rawBody, d.headers)).to.deep.equal(JSON.parse(d.rawBody));
+          expect(new SvixWebhook(secret).verify(d.rawBody, d.headers)).to.deep.equal(JSON.parse(d.rawBody));
+        }
+        expect(() => new StandardWebhook(`whsec_${Buffer.alloc(24, 7).toString('base64')}`).verify(d.rawBody, d.headers)).to.throw();
+      }
     });
 
     it('retires the previous secret at once with graceSeconds 0, and keeps only the last replaced one', async () => {

@@ -1,3 +1,7 @@
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
+import { signStandard } from '../../src/domain/webhooks/signing';
+import { newWebhookSecret } from '../../src/domain/webhooks/webhook-service';
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { sealValue } from '../../src/domain/submissions/sealed-values';
@@ -89,7 +93,7 @@ describe('webhook events', () => {
   describe('deliveryHeaders', () => {
     const body = '{"id":"evt_1"}';
     const headers = deliveryHeaders({
-      secret: 'whsec_x', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', nowSeconds: 1_793_810_465,
+      secret: 'whsec_x', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', eventId: 'evt_1', nowSeconds: 1_793_810_465,
     });
 
     it('carries the fixed headers of CONTRACT §7', () => {
@@ -117,7 +121,7 @@ describe('webhook events', () => {
 
     it('signs the same timestamp and body with the previous secret too, while there is one', () => {
       const rotated = deliveryHeaders({
-        secret: 'whsec_new', previousSecret: 'whsec_old', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', nowSeconds: 1_793_810_465,
+        secret: 'whsec_new', previousSecret: 'whsec_old', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', eventId: 'evt_1', nowSeconds: 1_793_810_465,
       });
       const check = (secret: string, header: string) => verifySignature({
         secret, signature: rotated[header], timestamp: rotated['X-Service-Timestamp'], rawBody: body, nowSeconds: 1_793_810_465,
@@ -125,6 +129,52 @@ describe('webhook events', () => {
       expect(check('whsec_new', 'X-Service-Signature')).to.equal(true);
       expect(check('whsec_old', 'X-Service-Signature-Previous')).to.equal(true);
       expect(check('whsec_old', 'X-Service-Signature')).to.equal(false);
+    });
+  });
+
+  describe('Standard Webhooks headers', () => {
+    const body = '{"id":"evt_2Lx8Nd4Rf","type":"form.submission.created"}';
+    const now = Math.floor(Date.now() / 1000);
+    const secret = newWebhookSecret();
+    const previous = newWebhookSecret();
+    const sign = (previousSecret: string | null) => deliveryHeaders({
+      secret, previousSecret, body, eventType: 'form.submission.created', deliveryId: 'dlv_1', eventId: 'evt_2Lx8Nd4Rf', nowSeconds: now,
+    });
+
+    it('names the event in webhook-id and the X-Service-Timestamp seconds in webhook-timestamp', () => {
+      const headers = sign(null);
+      expect(headers['webhook-id']).to.equal('evt_2Lx8Nd4Rf');
+      expect(headers['webhook-timestamp']).to.equal(headers['X-Service-Timestamp']);
+      expect(headers['webhook-signature']).to.match(/^v1,[A-Za-z0-9+/]{43}=$/);
+    });
+
+    it('verifies with the standardwebhooks and svix libraries, and not with another secret', () => {
+      const headers = sign(null);
+      expect(new StandardWebhook(secret).verify(body, headers)).to.deep.equal(JSON.parse(body));
+      expect(new SvixWebhook(secret).verify(body, headers)).to.deep.equal(JSON.parse(body));
+      expect(() => new StandardWebhook(previous).verify(body, headers)).to.throw();
+    });
+
+    it('carries both signatures during a rotation grace, new first, each verifying with its own secret', () => {
+      const headers = sign(previous);
+      const [first, second] = headers['webhook-signature'].split(' ');
+      expect(first).to.equal(signStandard(secret, 'evt_2Lx8Nd4Rf', now, body));
+      expect(second).to.equal(signStandard(previous, 'evt_2Lx8Nd4Rf', now, body));
+      for (const key of [secret, previous]) {
+        expect(new StandardWebhook(key).verify(body, headers)).to.deep.equal(JSON.parse(body));
+        expect(new SvixWebhook(key).verify(body, headers)).to.deep.equal(JSON.parse(body));
+      }
+    });
+
+    it('generates secrets that read as base64 of at least 24 bytes (whsec_ + base62, a multiple of 4 long)', () => {
+      for (let i = 0; i < 200; i++) {
+        const generated = newWebhookSecret();
+        const chars = generated.slice('whsec_'.length);
+        expect(generated).to.match(/^whsec_[A-Za-z0-9]+$/);
+        expect(chars.length % 4).to.equal(0);
+        expect(Buffer.from(chars, 'base64').length).to.be.at.least(24);
+        expect(Buffer.from(chars, 'base64').toString('base64')).to.equal(chars);
+      }
     });
   });
 });

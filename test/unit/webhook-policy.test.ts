@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { decideCrmSync } from '../../src/domain/crm/policy';
 import { excerpt, maxAttempts, parseRetryAfter, type AttemptFacts } from '../../src/domain/outbound/attempt';
-import { decideDelivery } from '../../src/domain/webhooks/policy';
+import { decideDelivery, MAX_PAUSE_MS, operationalEventsRefusal, pauseAfter } from '../../src/domain/webhooks/policy';
 
 const SCHEDULE = [5_000, 300_000, 1_800_000];
 const NOW = new Date('2026-11-10T12:00:00Z');
@@ -34,6 +34,28 @@ describe('delivery policy', () => {
     for (const [value, expected] of cases) {
       it(`${JSON.stringify(value)} → ${expected}`, () => expect(parseRetryAfter(value, nowMs)).to.equal(expected));
     }
+  });
+
+  describe('operationalEventsRefusal', () => {
+    it('lets organization-wide webhooks take operational events, and form-tied ones only the submission events', () => {
+      expect(operationalEventsRefusal(['endpoint.disabled', 'message.attempt.failing'], null)).to.equal(null);
+      expect(operationalEventsRefusal(['submission.created', 'submission.deleted'], 'form_1')).to.equal(null);
+      for (const event of ['endpoint.disabled', 'message.attempt.failing', 'message.attempt.exhausted', 'message.attempt.recovered']) {
+        expect(operationalEventsRefusal(['submission.created', event], 'form_1')).to.be.a('string').and.include(event);
+      }
+    });
+  });
+
+  describe('pauseAfter', () => {
+    it('pauses a webhook only for a 429 that names a Retry-After, at most a day', () => {
+      expect(pauseAfter(429, 2_000)).to.equal(2_000);
+      expect(pauseAfter(429, 10 * MAX_PAUSE_MS)).to.equal(MAX_PAUSE_MS);
+      expect(pauseAfter(429, null)).to.equal(null);
+      expect(pauseAfter(429, 0)).to.equal(null);
+      expect(pauseAfter(503, 2_000)).to.equal(null);
+      expect(pauseAfter(500, 2_000)).to.equal(null);
+      expect(pauseAfter(null, null)).to.equal(null);
+    });
   });
 
   describe('decideDelivery', () => {

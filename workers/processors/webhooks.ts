@@ -1,4 +1,4 @@
-import type { Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import { attemptDelivery, type DeliveryRun } from '../../src/domain/webhooks/deliver';
 import { deliveryGiveUpMessage } from '../../src/domain/webhooks/policy';
@@ -10,22 +10,51 @@ import { attemptEnd, settle } from '../settle';
 
 const RESULT_LABEL = { succeeded: 'succeeded', retry: 'retrying', failed: 'failed', disable: 'disabled' } as const;
 
-/** Counts an attempt made; a skipped run is named on its span instead. */
-function noted(run: DeliveryRun): run is Extract<DeliveryRun, { kind: 'attempted' }> {
+type Attempted = Extract<DeliveryRun, { kind: 'attempted' }>;
+type Throttled = Extract<DeliveryRun, { kind: 'throttled' }>;
+
+/**
+ * Counts an attempt made and queues the deliveries of the operational events it raised (an enqueue
+ * that fails leaves them to the sweep of deliveries never queued); a skipped run is named on its
+ * span instead, a throttled one is the caller's to carry out.
+ */
+function noted(app: AppContext, run: DeliveryRun): run is Attempted {
   if (run.kind === 'skipped') {
     annotate({ 'form_service.delivery.skipped': run.reason });
     return false;
   }
+  if (run.kind === 'throttled') return false;
   metrics.webhookDeliveries.inc({ result: RESULT_LABEL[run.decision.kind] });
+  for (const deliveryId of run.events) {
+    app.producer.addSoon('webhooks', 'deliver', { deliveryId })
+      .catch((err: Error) => app.logger.debug({ err: err.message, deliveryId }, 'operational event left to the sweep of unqueued deliveries'));
+  }
   return true;
 }
 
-/** One attempt per job run; the row counts the attempts and decides when they are used up. */
+/** A delivery held back by its webhook's rate or pause is counted and shown as waiting (queue health, metrics). */
+function noteThrottled(app: AppContext, deliveryId: string, run: Throttled): number {
+  const until = Date.now() + run.waitMs;
+  annotate({ 'form_service.delivery.throttled': run.reason, 'form_service.delivery.throttled_ms': run.waitMs });
+  metrics.webhookThrottleWaits.inc({ reason: run.reason });
+  app.throttle.noteWaiting(deliveryId, until).catch(() => undefined);
+  return until;
+}
+
+/**
+ * One attempt per job run; the row counts the attempts and decides when they are used up. A
+ * delivery over its webhook's rate, or paused by a 429, goes back to delayed until its turn without
+ * spending an attempt (moveToDelayed skips the attempt count; DelayedError tells BullMQ so).
+ */
 export async function deliver(app: AppContext, job: Job<JobPayload<'webhooks', 'deliver'>>) {
   const { deliveryId } = job.data;
   return inSpan('webhook delivery attempt', { 'form_service.delivery.id': deliveryId, 'bullmq.job.attempts.made': job.attemptsMade }, async () => {
     const run = await attemptDelivery(app, deliveryId);
-    if (!noted(run)) return run;
+    if (run.kind === 'throttled') {
+      await job.moveToDelayed(noteThrottled(app, deliveryId, run), job.token);
+      throw new DelayedError();
+    }
+    if (!noted(app, run)) return run;
     return settle(run, deliveryGiveUpMessage);
   });
 }
@@ -58,7 +87,14 @@ function firstAttempt(app: AppContext, { deliveryId, trace }: DeliveryGroupMembe
   const attributes = { 'form_service.delivery.id': deliveryId };
   return continuingTrace(trace, 'process webhooks.deliver', attributes, () => inSpan('webhook delivery attempt', attributes, async () => {
     const run = await attemptDelivery(app, deliveryId, { firstOnly: true });
-    if (!noted(run)) return false;
+    if (run.kind === 'throttled') {
+      // Its turn comes later: it waits as a job of its own, delayed until then, still never attempted.
+      const until = noteThrottled(app, deliveryId, run);
+      await app.producer.add('webhooks', 'deliver', { deliveryId }, { delay: Math.max(1, until - Date.now()) })
+        .catch((err: Error) => app.logger.debug({ err: err.message, deliveryId }, 'throttled delivery left to the sweep of owed work'));
+      return false;
+    }
+    if (!noted(app, run)) return false;
     // What settle() throws for a job of its own is carried out here without failing the group's job.
     const end = attemptEnd(run, deliveryGiveUpMessage);
     if (end.kind === 'retry') {

@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import { IDEMPOTENCY_TTL_HOURS } from '../submissions/idempotency-records';
+import { endpointDisabledEventsSql, operationalDeliveriesSql } from '../webhooks/store';
 
 // The statements of the hourly maintenance: expired idempotency records, webhooks failing too long,
 // and the retention of ended outbox rows, deliveries and CRM syncs. (Its other parts have their own
@@ -33,13 +34,25 @@ export async function deleteExpiredIdempotencyKeys(em: Em): Promise<number> {
   return (deleted as any).affectedRows;
 }
 
-/** Disables the webhooks failing for more than `afterMs`; answers how many. */
+/**
+ * Disables the webhooks failing for more than `afterMs`, and in the same statement writes the
+ * `endpoint.disabled` event of each (reason `failing`) for the webhooks subscribed to it; the
+ * conditional update (`where enabled`) makes each disabling one event whatever runs at once. The
+ * event deliveries reach the queue through the sweep of deliveries never queued. Answers how many
+ * webhooks were disabled.
+ */
 export async function disableWebhooksFailingSince(em: Em, afterMs: number): Promise<number> {
-  const disabled = await em.execute(
-    `update webhooks set enabled = false, updated_at = now()
-      where enabled and failing_since < now() - (? * interval '1 millisecond')`, [afterMs], 'run',
+  const [row] = await em.execute<Array<{ disabled: number }>>(
+    `with x as (
+       update webhooks set enabled = false, updated_at = now()
+        where enabled and failing_since < now() - (? * interval '1 millisecond')
+       returning id, organization_id, url, failing_since, 'failing'::text as reason
+     ), e as (${endpointDisabledEventsSql('x')}
+     ), ins as (${operationalDeliveriesSql('e', { notTo: 'x' })}
+     )
+     select (select count(*) from x)::int as disabled, (select count(*) from ins)::int as events`, [afterMs],
   );
-  return (disabled as any).affectedRows;
+  return row.disabled;
 }
 
 /** Outbox rows processed more than `retentionDays` ago. */

@@ -8,7 +8,19 @@ import { sendSigned, type SendResult } from './sender';
 
 export type DeliveryRun =
   | { kind: 'skipped'; reason: 'missing' | 'already_succeeded' | 'already_failed' | 'already_attempted' | 'webhook_disabled' }
-  | { kind: 'attempted'; decision: DeliveryDecision; result: SendResult };
+  /** Held back, not attempted: by the webhook's `throttleRate` (`rate`) or a receiver's 429 Retry-After (`paused`). */
+  | { kind: 'throttled'; reason: 'rate' | 'paused'; waitMs: number }
+  /** `events`: the deliveries of the operational events this attempt raised, to be queued. */
+  | { kind: 'attempted'; decision: DeliveryDecision; result: SendResult; events: string[] };
+
+/** Where a webhook's rate is kept, shared by every worker process (SharedThrottle). */
+export interface DeliveryThrottle {
+  /** 0: go now; otherwise the ms until the slot reserved for `ticket`. */
+  take(key: string, ratePerSecond: number, ticket: string): Promise<number>;
+}
+
+/** Deliveries held back by a pause do not all come back at the same millisecond: up to this much later. */
+const PAUSE_SPREAD_MS = 1_000;
 
 const WEBHOOK_DISABLED = 'Webhook is disabled';
 
@@ -37,10 +49,11 @@ function openSecret(sealed: string, keys: Buffer[]): string {
  * has ended, or a disabled webhook end the job without sending anything. The attempt's number comes
  * from the row (attempts since its current schedule began), not from the job, so a job queued again
  * by the sweep continues the schedule rather than restarting or extending it. With `firstOnly` (a
- * group job's member), a delivery attempted already is left to the job that continues it.
+ * group job's member), a delivery attempted already is left to the job that continues it. A webhook
+ * paused by its receiver's 429, or over its `throttleRate`, holds the delivery back without an attempt.
  */
 export async function attemptDelivery(
-  deps: AttemptDeps & { files: { links: FileLinks } }, deliveryId: string, { firstOnly = false } = {},
+  deps: AttemptDeps & { files: { links: FileLinks }; throttle: DeliveryThrottle }, deliveryId: string, { firstOnly = false } = {},
 ): Promise<DeliveryRun> {
   const em = deps.orm.em.fork();
   const row = await findDeliveryForAttempt(em, deliveryId);
@@ -57,12 +70,18 @@ export async function attemptDelivery(
     await failDelivery(em, row.id, WEBHOOK_DISABLED);
     return { kind: 'skipped', reason: 'webhook_disabled' };
   }
+  // Waiting for the webhook's turn is not an attempt: nothing is recorded, the caller waits and comes back.
+  if (row.paused_for_ms) return { kind: 'throttled', reason: 'paused', waitMs: row.paused_for_ms + Math.floor(Math.random() * PAUSE_SPREAD_MS) };
+  if (row.throttle_rate !== null) {
+    const waitMs = await deps.throttle.take(row.webhook_id, row.throttle_rate, row.id);
+    if (waitMs > 0) return { kind: 'throttled', reason: 'rate', waitMs };
+  }
 
   const result = await sendSigned(deps.config, {
     url: row.url, secret: openSecret(row.secret_sealed, deps.decryptionKeys),
     previousSecret: row.previous_secret_sealed ? openSecret(row.previous_secret_sealed, deps.decryptionKeys) : null,
     body: withFileLinks(row.payload, deps.files.links),
-    eventType: row.event_type, deliveryId: row.id,
+    eventType: row.event_type, deliveryId: row.id, eventId: row.event_id,
   });
   const now = new Date();
   const schedule = deps.config.webhookRetryDelaysMs;
@@ -72,6 +91,6 @@ export async function attemptDelivery(
     failingSince: row.failing_since ? new Date(row.failing_since) : null, now,
   });
   annotate({ 'http.response.status_code': result.statusCode ?? undefined, 'form_service.delivery.outcome': decision.kind });
-  await recordDeliveryAttempt(em, row, result, decision, now);
-  return { kind: 'attempted', decision, result };
+  const events = await recordDeliveryAttempt(em, row, result, decision, now);
+  return { kind: 'attempted', decision, result, events };
 }

@@ -14,6 +14,10 @@ export class Webhook {
   /** The secret a rotation replaced, sealed; deliveries are also signed with it until it expires. */
   @Property({ type: 'text', nullable: true }) previousSecretSealed: string | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) previousSecretExpiresAt: Date | null = null;
+  /** Deliveries a second at most, across every worker process; null: unlimited. */
+  @Property({ type: 'integer', nullable: true }) throttleRate: number | null = null;
+  /** Until when a receiver's 429 with Retry-After holds the webhook's deliveries back. */
+  @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) pausedUntil: Date | null = null;
   /** Start of the current run of failed deliveries; cleared by any success. */
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) failingSince: Date | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();

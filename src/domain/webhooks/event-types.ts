@@ -8,6 +8,21 @@ export const SUBMISSION_DELETED = 'submission.deleted';
 export const FORM_SUBMISSION_DELETED = 'form.submission.deleted';
 
 /**
+ * Operational events (CONTRACT §25): about the webhooks themselves, not about submissions. Subscribed
+ * and sent under these names; organization-wide webhooks only; never sent to the webhook they are about.
+ */
+export const ENDPOINT_DISABLED = 'endpoint.disabled';
+export const MESSAGE_ATTEMPT_FAILING = 'message.attempt.failing';
+export const MESSAGE_ATTEMPT_EXHAUSTED = 'message.attempt.exhausted';
+export const MESSAGE_ATTEMPT_RECOVERED = 'message.attempt.recovered';
+export const OPERATIONAL_EVENTS = [ENDPOINT_DISABLED, MESSAGE_ATTEMPT_FAILING, MESSAGE_ATTEMPT_EXHAUSTED, MESSAGE_ATTEMPT_RECOVERED] as const;
+export type OperationalEvent = typeof OPERATIONAL_EVENTS[number];
+
+export function isOperationalEvent(event: string): event is OperationalEvent {
+  return (OPERATIONAL_EVENTS as readonly string[]).includes(event);
+}
+
+/**
  * SQL condition: webhook `w` (a table alias) is enabled and listens, for the form `form` of the
  * organization `org` (SQL expressions), to an event in `events` (a jsonb array expression).
  */

@@ -1,7 +1,9 @@
 import type { Field } from '../forms/types';
 import { keyByLabel, redact } from '../submissions/shown-values';
-import { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED } from './event-types';
-import { signPayload } from './signing';
+import {
+  FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, OPERATIONAL_EVENTS, SUBMISSION_CREATED, SUBMISSION_DELETED,
+} from './event-types';
+import { signPayload, standardSignatureHeader } from './signing';
 
 export { FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED };
 export const WEBHOOK_TEST = 'webhook.test';
@@ -10,6 +12,7 @@ export const EVENT_ALIASES: Record<string, string> = {
   [FORM_SUBMISSION_CREATED]: SUBMISSION_CREATED,
   [SUBMISSION_DELETED]: SUBMISSION_DELETED,
   [FORM_SUBMISSION_DELETED]: SUBMISSION_DELETED,
+  ...Object.fromEntries(OPERATIONAL_EVENTS.map((event) => [event, event])),
 };
 export const USER_AGENT = 'FormService-Webhooks/1';
 
@@ -105,12 +108,17 @@ export function buildTestEvent(eventId: string, webhookId: string, now: Date) {
 /**
  * Headers of one attempt: signed over this attempt's timestamp and the exact body sent. While a
  * rotated-out secret is still within its grace, the same bytes are also signed with it, so a
- * receiver that has not deployed the new secret yet keeps verifying.
+ * receiver that has not deployed the new secret yet keeps verifying. Beside the `X-Service-*`
+ * headers, the Standard Webhooks ones (`webhook-id` is the event id, the same on every retry;
+ * `webhook-timestamp` the same seconds; `webhook-signature` both signatures during a grace, new first).
  */
 export function deliveryHeaders(opts: {
-  secret: string; previousSecret?: string | null; body: string; eventType: string; deliveryId: string; nowSeconds: number;
+  secret: string; previousSecret?: string | null; body: string; eventType: string; deliveryId: string; eventId: string; nowSeconds: number;
 }): Record<string, string> {
   return {
+    'webhook-id': opts.eventId,
+    'webhook-timestamp': String(opts.nowSeconds),
+    'webhook-signature': standardSignatureHeader(opts, opts.eventId, opts.nowSeconds, opts.body),
     'Content-Type': 'application/json',
     'User-Agent': USER_AGENT,
     'X-Service-Signature': signPayload(opts.secret, opts.nowSeconds, opts.body),

@@ -1,3 +1,4 @@
+import { isOperationalEvent } from './event-types';
 import { isSuccess, retryOrGiveUp, type AttemptFacts, type RetryDecision } from '../outbound/attempt';
 
 const DAY_MS = 86_400_000;
@@ -29,3 +30,27 @@ export function decideDelivery(facts: AttemptFacts & { failingSince: Date | null
 export function deliveryGiveUpMessage(decision: Exclude<DeliveryDecision, { kind: 'succeeded' | 'retry' }>, reason: string): string {
   return decision.kind === 'disable' ? `webhook disabled (${decision.reason}): ${reason}` : `retries exhausted: ${reason}`;
 }
+
+/**
+ * Operational events describe webhooks to the organization as a whole: a webhook tied to one form
+ * may not subscribe to them. Answers the message of the refusal, or null when the pair is fine.
+ */
+export function operationalEventsRefusal(events: readonly string[], formId: string | null): string | null {
+  if (formId === null || !events.some(isOperationalEvent)) return null;
+  return `events ${events.filter(isOperationalEvent).join(', ')} are for organization-wide webhooks only (formId must be null)`;
+}
+
+/** The most a receiver's Retry-After holds a webhook's deliveries back (a day, the longest retry delay). */
+export const MAX_PAUSE_MS = 86_400_000;
+
+/**
+ * How long a receiver's answer holds back the webhook's other deliveries: a 429 with a Retry-After
+ * pauses them that long (at most MAX_PAUSE_MS); anything else, not at all (null).
+ */
+export function pauseAfter(statusCode: number | null, retryAfterMs: number | null): number | null {
+  if (statusCode !== 429 || retryAfterMs === null || retryAfterMs <= 0) return null;
+  return Math.min(retryAfterMs, MAX_PAUSE_MS);
+}
+
+/** The consecutive failed attempt of one delivery that raises `message.attempt.failing` (CONTRACT §25). */
+export const FAILING_AT_ATTEMPT = 4;

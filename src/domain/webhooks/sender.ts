@@ -10,6 +10,8 @@ export interface SendTarget {
   body: string;
   eventType: string;
   deliveryId: string;
+  /** The event's id (`webhook-id`): the same on every attempt and every webhook it goes to. */
+  eventId: string;
 }
 
 export type SendResult = AttemptResult;
@@ -20,7 +22,7 @@ export type SendResult = AttemptResult;
  */
 export async function sendSigned(config: Readonly<Config>, target: SendTarget): Promise<SendResult> {
   const headers = deliveryHeaders({
-    secret: target.secret, previousSecret: target.previousSecret, body: target.body, eventType: target.eventType, deliveryId: target.deliveryId,
+    secret: target.secret, previousSecret: target.previousSecret, body: target.body, eventType: target.eventType, deliveryId: target.deliveryId, eventId: target.eventId,
     nowSeconds: Math.floor(Date.now() / 1000),
   });
   return callOnce(target.url, {

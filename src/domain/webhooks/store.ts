@@ -2,7 +2,10 @@ import type { Em } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import { TickBatch } from '../../lib/tick-batch';
 import { nextAttemptAt, rowStatus } from '../outbound/attempt';
-import type { DeliveryDecision } from './policy';
+import {
+  ENDPOINT_DISABLED, MESSAGE_ATTEMPT_EXHAUSTED, MESSAGE_ATTEMPT_FAILING, MESSAGE_ATTEMPT_RECOVERED, OPERATIONAL_EVENTS,
+} from './event-types';
+import { FAILING_AT_ATTEMPT, pauseAfter, type DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
 
 // The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
@@ -14,6 +17,7 @@ export interface DeliveryRow {
   payload: string;
   status: string;
   event_type: string;
+  event_id: string;
   webhook_id: string;
   url: string;
   enabled: boolean;
@@ -21,23 +25,20 @@ export interface DeliveryRow {
   /** Set only while the rotated-out secret is within its grace. */
   previous_secret_sealed: string | null;
   failing_since: Date | null;
+  /** Deliveries a second at most; null: unlimited. */
+  throttle_rate: number | null;
+  /** While a receiver's 429 holds the webhook back: the ms left; null otherwise. */
+  paused_for_ms: number | null;
   attempts: number;
   retry_base: number;
 }
 
-/** How the webhook's failure streak (and, on `disable`, its switch) follows one attempt. */
-const WEBHOOK_UPDATE = {
-  succeeded: 'update webhooks set failing_since = null where id = $10 and failing_since is not null',
-  failed: 'update webhooks set failing_since = now() where id = $10 and failing_since is null',
-  disable: 'update webhooks set enabled = false, failing_since = coalesce(failing_since, now()), updated_at = now() where id = $10',
-};
-
-function webhookUpdate(decision: DeliveryDecision): keyof typeof WEBHOOK_UPDATE {
-  return decision.kind === 'succeeded' || decision.kind === 'disable' ? decision.kind : 'failed';
-}
-
-/** One statement per way the webhook's streak follows; prepared, as every attempt runs one. */
-const RECORD_ATTEMPT_SQL = Object.fromEntries(Object.entries(WEBHOOK_UPDATE).map(([kind, webhookSql]) => [kind, `
+/**
+ * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's failure
+ * streak ended (written only when there is one, so deliveries to one busy webhook do not queue on
+ * its row lock). Prepared, as nearly every attempt runs it or its batched form.
+ */
+const RECORD_SUCCEEDED_SQL = `
   with d as (
     update webhook_deliveries
        set attempts = attempts + 1, status = $1, last_status_code = $2, last_error = $3, next_attempt_at = $4, updated_at = now()
@@ -46,7 +47,110 @@ const RECORD_ATTEMPT_SQL = Object.fromEntries(Object.entries(WEBHOOK_UPDATE).map
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
   )
-  ${webhookSql}`])) as Record<keyof typeof WEBHOOK_UPDATE, string>;
+  update webhooks set failing_since = null where id = $10 and failing_since is not null`;
+
+/** The ISO 8601 UTC text of a timestamptz expression, as the service writes dates. */
+const isoSql = (expr: string) => `to_char(${expr} at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** A fresh delivery id (20 characters, as newId's) made in the statement that writes the row. */
+const NEW_DELIVERY_ID_SQL = `'dlv_' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20)`;
+
+/**
+ * Operational events as pending delivery rows, one per organization-wide webhook of the event's
+ * organization that is enabled and subscribes to its type, never the webhook the event is about.
+ * `events` names a CTE with columns (event_id, type, organization_id, about, payload); the rows are
+ * due now with no job group, so they reach the queue from the worker that wrote them or, if that
+ * enqueue is lost, from the sweep of deliveries never queued (sweepUnqueued). The unique
+ * (event_id, webhook_id) makes a second write of the same event a no-op. `notTo` names a CTE of
+ * webhook ids the same statement disables (its snapshot still shows them enabled).
+ */
+export function operationalDeliveriesSql(events: string, { notTo }: { notTo?: string } = {}): string {
+  return `
+  insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+  select ${NEW_DELIVERY_ID_SQL}, s.id, e.organization_id, e.event_id, e.type, e.payload, 'pending', now()
+    from ${events} e
+    join webhooks s on s.organization_id = e.organization_id and s.enabled and s.form_id is null
+                   and s.events @> jsonb_build_array(e.type) and s.id <> e.about${notTo ? ` and s.id not in (select id from ${notTo})` : ''}
+  on conflict (event_id, webhook_id) do nothing
+  returning id`;
+}
+
+/**
+ * The `endpoint.disabled` events of the webhooks a statement just disabled: `disabled` names a CTE
+ * with columns (id, organization_id, url, failing_since, reason), one row per webhook whose
+ * `enabled` that statement turned from true to false, so each disabling is one event.
+ */
+export function endpointDisabledEventsSql(disabled: string): string {
+  return `
+  select x.event_id, '${ENDPOINT_DISABLED}'::text as type, x.organization_id, x.id as about,
+         json_build_object('id', x.event_id, 'type', '${ENDPOINT_DISABLED}', 'createdAt', ${isoSql('now()')},
+           'data', json_build_object('webhookId', x.id, 'url', x.url, 'reason', x.reason, 'failingSince', ${isoSql('x.failing_since')}))::text as payload
+    from (select y.*, 'evt_' || substr(y.id, 4) || '_disabled_' || floor(extract(epoch from now()) * 1000)::bigint as event_id from ${disabled} y) x`;
+}
+
+/** Event types whose deliveries raise no `message.attempt.*` events of their own (no chains of them). */
+const OPERATIONAL_TYPES_SQL = `(${OPERATIONAL_EVENTS.map((e) => `'${e}'`).join(', ')})`;
+
+/**
+ * Any attempt but a first one that succeeded: the attempt, the delivery's summary, the webhook's
+ * streak, pause and switch, and the operational events this attempt raises, in one statement. The
+ * delivery's row is locked first (`o`), so the values it had before the attempt are the latest
+ * committed ones whatever ran meanwhile; each event is then decided on them:
+ * - `message.attempt.failing`: a failure that is the 4th attempt of the current schedule;
+ * - `message.attempt.exhausted`: a failure that ends the schedule (the decision says so);
+ * - `message.attempt.recovered`: a success after a failed attempt;
+ * each only when the row was still pending (a second run of one job after it ended raises nothing),
+ * and `endpoint.disabled` only when this statement turned the webhook off. Event ids derive from
+ * the delivery and its attempt count (or the webhook and the moment), the rows from the unique key.
+ * $11: a 429's pause in ms or null; $12: 'succeeded' | 'failed' | 'disable'; $13: the disabling's
+ * reason; $14: whether the schedule is used up.
+ */
+const RECORD_ATTEMPT_SQL = `
+  with o as (
+    select id, status as old_status, last_error as old_error from webhook_deliveries where id = $5 for update
+  ), d as (
+    update webhook_deliveries w
+       set attempts = w.attempts + 1, status = $1, last_status_code = $2, last_error = $3, next_attempt_at = $4, updated_at = now()
+      from o where w.id = o.id
+    returning w.id, w.attempts, w.retry_base, w.organization_id, w.webhook_id, w.event_id, w.event_type, w.last_status_code, o.old_status, o.old_error
+  ), a as (
+    insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
+    select id, attempts, $6::int, $7::text, $8::int, $9::text from d
+  ), wh as (
+    update webhooks
+       set failing_since = case when $12::text = 'succeeded' then null else coalesce(failing_since, now()) end,
+           paused_until = case when $11::int is null then paused_until
+                               else greatest(coalesce(paused_until, now()), now() + $11::int * interval '1 millisecond') end,
+           enabled = enabled and $12::text <> 'disable',
+           updated_at = case when $12::text = 'disable' then now() else updated_at end
+     where id = $10 and (
+       ($12::text = 'succeeded' and failing_since is not null)
+       or ($12::text = 'failed' and (failing_since is null or $11::int is not null))
+       or ($12::text = 'disable' and enabled))
+    returning id, organization_id, url, failing_since, $13::text as reason, $12::text = 'disable' as disabled
+  ), k as (
+    select '${MESSAGE_ATTEMPT_FAILING}' as type from d
+     where $12::text <> 'succeeded' and d.old_status = 'pending' and d.attempts - d.retry_base = ${FAILING_AT_ATTEMPT}
+    union all
+    select '${MESSAGE_ATTEMPT_EXHAUSTED}' from d where $14::boolean and d.old_status = 'pending'
+    union all
+    select '${MESSAGE_ATTEMPT_RECOVERED}' from d where $12::text = 'succeeded' and d.old_status = 'pending' and d.old_error is not null
+  ), e as (
+    select m.event_id, m.type, m.organization_id, m.webhook_id as about,
+           json_build_object('id', m.event_id, 'type', m.type, 'createdAt', ${isoSql('now()')},
+             'data', json_build_object('webhookId', m.webhook_id, 'deliveryId', m.id, 'eventId', m.about_event_id, 'eventType', m.event_type,
+               'attempts', m.attempts, 'lastStatusCode', m.last_status_code))::text as payload
+      from (select d.id, d.attempts, d.organization_id, d.webhook_id, d.event_id as about_event_id, d.event_type, d.last_status_code, k.type, 'evt_' || substr(d.id, 5) || '_' || split_part(k.type, '.', 3) || '_' || d.attempts as event_id
+              from d cross join k where d.event_type not in ${OPERATIONAL_TYPES_SQL}) m
+    union all
+    ${endpointDisabledEventsSql('(select * from wh where disabled)')}
+  )
+  ${operationalDeliveriesSql('e')}`;
+
+/** What the webhook row does after one attempt (RECORD_ATTEMPT_SQL's $12). */
+function webhookUpdate(decision: DeliveryDecision): 'succeeded' | 'failed' | 'disable' {
+  return decision.kind === 'succeeded' || decision.kind === 'disable' ? decision.kind : 'failed';
+}
 
 /**
  * Successful attempts recorded in one turn of the event loop, in one statement (the same effect as
@@ -71,31 +175,45 @@ const RECORD_SUCCEEDED_MANY_SQL = `
 
 interface AttemptRecord { em: Em; row: DeliveryRow; result: SendResult; decision: DeliveryDecision; now: Date }
 
-function recordOne({ em, row, result, decision, now }: AttemptRecord): Promise<unknown> {
-  const kind = webhookUpdate(decision);
-  return preparedQuery(em, `record_delivery_attempt_${kind}`, RECORD_ATTEMPT_SQL[kind], [
+/**
+ * A first attempt that succeeded can raise no operational event (there was no failure before it):
+ * the plain statement. Anything else may, and goes through RECORD_ATTEMPT_SQL. Answers the ids of
+ * the operational events' deliveries it wrote.
+ */
+async function recordOne({ em, row, result, decision, now }: AttemptRecord): Promise<string[]> {
+  const params = [
     rowStatus(decision), result.statusCode, result.error, nextAttemptAt(decision, now), row.id,
     result.statusCode, result.error, result.durationMs, result.responseExcerpt, row.webhook_id,
+  ];
+  if (decision.kind === 'succeeded' && row.attempts === 0) {
+    await preparedQuery(em, 'record_delivery_attempt_succeeded', RECORD_SUCCEEDED_SQL, params);
+    return [];
+  }
+  const rows = await preparedQuery<{ id: string }>(em, 'record_delivery_attempt', RECORD_ATTEMPT_SQL, [
+    ...params, pauseAfter(result.statusCode, result.retryAfterMs), webhookUpdate(decision),
+    decision.kind === 'disable' ? (decision.reason === 'gone' ? 'gone' : 'failing') : null, decision.kind === 'failed',
   ]);
+  return rows.map((r) => r.id);
 }
 
-async function recordMany(records: AttemptRecord[]): Promise<void[]> {
-  const succeeded = records.filter((r) => r.decision.kind === 'succeeded');
-  const others = records.filter((r) => r.decision.kind !== 'succeeded');
+async function recordMany(records: AttemptRecord[]): Promise<string[][]> {
+  const succeeded = records.filter((r) => r.decision.kind === 'succeeded' && r.row.attempts === 0);
+  const others = records.filter((r) => !succeeded.includes(r));
   // Alone, or the same delivery twice (not expected: one job per delivery), a record runs by itself.
   if (succeeded.length === 1 || new Set(succeeded.map((r) => r.row.id)).size !== succeeded.length) others.push(...succeeded.splice(0));
-  await Promise.all([
+  const [, ...events] = await Promise.all([
     succeeded.length ? preparedQuery(succeeded[0].em, 'record_delivery_attempts_succeeded', RECORD_SUCCEEDED_MANY_SQL, [
       succeeded.map((r) => r.row.id), succeeded.map((r) => r.result.statusCode), succeeded.map((r) => r.result.error),
       succeeded.map((r) => r.result.durationMs), succeeded.map((r) => r.result.responseExcerpt), succeeded.map((r) => r.row.webhook_id),
     ]) : null,
     ...others.map(recordOne),
   ]);
-  return records.map(() => undefined);
+  const byRecord = new Map(others.map((r, i) => [r, events[i]]));
+  return records.map((r) => byRecord.get(r) ?? []);
 }
 
 /** One batch of each kind per ORM connection (the forks of one ORM share it). */
-const recordBatches = new WeakMap<object, TickBatch<AttemptRecord, void>>();
+const recordBatches = new WeakMap<object, TickBatch<AttemptRecord, string[]>>();
 const findBatches = new WeakMap<object, TickBatch<{ em: Em; id: string }, DeliveryRow | undefined>>();
 
 function batchOf<I, R>(map: WeakMap<object, TickBatch<I, R>>, em: Em, run: (items: I[]) => Promise<R[]>): TickBatch<I, R> {
@@ -112,13 +230,14 @@ function batchOf<I, R>(map: WeakMap<object, TickBatch<I, R>>, em: Em, run: (item
  * event loop (concurrent jobs) share one statement: a statement's round trip to PostgreSQL was, at a
  * thousand deliveries a second, the largest part of a worker's CPU.
  */
-export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<void> {
-  await batchOf(recordBatches, em, recordMany).call({ em, row, result, decision, now });
+export async function recordDeliveryAttempt(em: Em, row: DeliveryRow, result: SendResult, decision: DeliveryDecision, now: Date): Promise<string[]> {
+  return batchOf(recordBatches, em, recordMany).call({ em, row, result, decision, now });
 }
 
 const FIND_DELIVERY_SQL = `
-  select d.id, d.organization_id, d.payload, d.status, d.event_type, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
-         case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since
+  select d.id, d.organization_id, d.payload, d.status, d.event_type, d.event_id, d.attempts, d.retry_base, w.id as webhook_id, w.url, w.enabled, w.secret_sealed,
+         case when w.previous_secret_expires_at > now() then w.previous_secret_sealed end as previous_secret_sealed, w.failing_since,
+         w.throttle_rate, case when w.paused_until > now() then ceil(extract(epoch from w.paused_until - now()) * 1000)::int end as paused_for_ms
     from webhook_deliveries d join webhooks w on w.id = d.webhook_id`;
 
 async function findMany(items: Array<{ em: Em; id: string }>): Promise<Array<DeliveryRow | undefined>> {

@@ -9,11 +9,19 @@ import { Webhook, WebhookDelivery } from './entities';
 import { buildTestEvent, normalizeEvents, WEBHOOK_TEST } from './events';
 import { isSuccess } from '../outbound/attempt';
 import { sendSigned } from './sender';
+import { operationalEventsRefusal } from './policy';
 import { lockOrganizationCountingWebhooks, resetFailedDeliveries } from './store';
 
 export const SECRET_PREFIX = 'whsec_';
+/**
+ * Base62 characters after `whsec_`. A multiple of 4, so the same characters read as base64 (24
+ * bytes, the least Standard Webhooks allows) and sign `webhook-signature` too.
+ */
 const SECRET_LENGTH = 32;
 export const MAX_WEBHOOKS_PER_ORGANIZATION = 100;
+/** `throttleRate` bounds, deliveries a second (CONTRACT §25). */
+export const MIN_THROTTLE_RATE = 1;
+export const MAX_THROTTLE_RATE = 10_000;
 export const DEFAULT_ROTATION_GRACE_SECONDS = 86_400;
 export const MAX_ROTATION_GRACE_SECONDS = 604_800;
 /** Deliveries one recovery call re-queues at most, oldest first; a later call picks up the rest. */
@@ -25,6 +33,8 @@ export interface WebhookInput {
   events: string[];
   formId?: string | null;
   enabled?: boolean;
+  /** Deliveries a second at most (1..10000); null: unlimited. */
+  throttleRate?: number | null;
 }
 
 export type WebhookPatch = Partial<WebhookInput>;
@@ -34,6 +44,14 @@ export class WebhookFormNotFound extends Error {}
 
 /** The URL is malformed, of a refused scheme, or resolves to a refused address. */
 export class UnsafeWebhookTarget extends Error {}
+
+/** Operational events asked for by (or kept on) a webhook tied to one form. */
+export class OperationalEventsNeedOrganizationWide extends Error {}
+
+function checkOperationalEvents(events: readonly string[], formId: string | null): void {
+  const refusal = operationalEventsRefusal(normalizeEvents(events), formId);
+  if (refusal) throw new OperationalEventsNeedOrganizationWide(refusal);
+}
 
 /** The organization already has as many webhooks as it may. */
 export class WebhookLimitReached extends Error {}
@@ -66,11 +84,12 @@ export function newWebhookSecret(): string {
 export async function createWebhook(
   em: Em, organizationId: string, input: WebhookInput, opts: { allowPrivate: boolean; encryptionKey: Buffer },
 ): Promise<{ webhook: Webhook; secret: string }> {
+  checkOperationalEvents(input.events, input.formId ?? null);
   await checkFormOfOrganization(em, organizationId, input.formId);
   await checkTarget(input.url, opts.allowPrivate);
   const secret = newWebhookSecret();
   const webhook = Object.assign(new Webhook(), {
-    id: newId('wh'), organizationId, formId: input.formId ?? null, name: input.name, url: input.url,
+    id: newId('wh'), organizationId, formId: input.formId ?? null, name: input.name, url: input.url, throttleRate: input.throttleRate ?? null,
     events: normalizeEvents(input.events), enabled: input.enabled ?? true, secretSealed: seal(secret, opts.encryptionKey),
   });
   await em.transactional(async (tx) => {
@@ -134,6 +153,7 @@ export async function updateWebhook(
 ): Promise<Webhook | null> {
   const webhook = await findWebhook(em, organizationId, webhookId);
   if (!webhook) return null;
+  checkOperationalEvents(patch.events ?? webhook.events, patch.formId !== undefined ? patch.formId : webhook.formId);
   if (patch.formId !== undefined) await checkFormOfOrganization(em, organizationId, patch.formId);
   if (patch.url !== undefined) await checkTarget(patch.url, opts.allowPrivate);
   if (patch.enabled === true && !webhook.enabled) webhook.failingSince = null;
@@ -191,11 +211,12 @@ export interface TestSendOutcome {
 
 /** A signed `webhook.test` event, sent once and not recorded as a delivery. */
 export async function sendTestEvent(config: Readonly<Config>, webhook: Webhook, decryptionKeys: readonly Buffer[]): Promise<TestSendOutcome> {
-  const body = JSON.stringify(buildTestEvent(newId('evt'), webhook.id, new Date()));
+  const eventId = newId('evt');
+  const body = JSON.stringify(buildTestEvent(eventId, webhook.id, new Date()));
   const result = await sendSigned(config, {
     url: webhook.url, secret: unseal(webhook.secretSealed, decryptionKeys),
     previousSecret: previousSecretInGrace(webhook, decryptionKeys), body, eventType: WEBHOOK_TEST,
-    deliveryId: newId('dlv'),
+    deliveryId: newId('dlv'), eventId,
   });
   return {
     delivered: isSuccess(result.statusCode), statusCode: result.statusCode, error: result.error, durationMs: result.durationMs,

@@ -3,7 +3,7 @@ import type { Webhook, WebhookDelivery } from '../../domain/webhooks/entities';
 export function presentWebhook(webhook: Webhook) {
   return {
     id: webhook.id, name: webhook.name, url: webhook.url, events: webhook.events, formId: webhook.formId,
-    enabled: webhook.enabled, createdAt: webhook.createdAt.toISOString(), updatedAt: webhook.updatedAt.toISOString(),
+    enabled: webhook.enabled, throttleRate: webhook.throttleRate, createdAt: webhook.createdAt.toISOString(), updatedAt: webhook.updatedAt.toISOString(),
   };
 }
 

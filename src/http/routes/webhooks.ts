@@ -8,7 +8,7 @@ import {
   createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
   checkFormOfOrganization, sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound,
   WebhookLimitReached, rotateWebhookSecret, recoverFailedDeliveries, DEFAULT_ROTATION_GRACE_SECONDS,
-  MAX_ROTATION_GRACE_SECONDS, type WebhookInput, type WebhookPatch,
+  MAX_ROTATION_GRACE_SECONDS, MAX_THROTTLE_RATE, MIN_THROTTLE_RATE, OperationalEventsNeedOrganizationWide, type WebhookInput, type WebhookPatch,
 } from '../../domain/webhooks/webhook-service';
 import { ApiError, errors } from '../errors';
 import { presentDelivery, presentWebhook } from '../presenters/webhooks';
@@ -26,6 +26,7 @@ const fields = {
   events: Joi.array().min(1).max(10).items(Joi.string().valid(...Object.keys(EVENT_ALIASES))),
   formId: Joi.string().pattern(FORM_ID).allow(null).messages({ 'string.pattern.base': 'formId must be a form id' }),
   enabled: Joi.boolean(),
+  throttleRate: Joi.number().integer().min(MIN_THROTTLE_RATE).max(MAX_THROTTLE_RATE).allow(null).strict(),
 };
 
 const createSchema = Joi.object({
@@ -36,7 +37,7 @@ const createSchema = Joi.object({
 }).required();
 
 const updateSchema = Joi.object(fields).min(1).required()
-  .messages({ 'object.min': 'body must change at least one of name, url, events, formId, enabled' });
+  .messages({ 'object.min': 'body must change at least one of name, url, events, formId, enabled, throttleRate' });
 
 const listQuerySchema = Joi.object({
   formId: Joi.string().pattern(FORM_ID).messages({ 'string.pattern.base': 'formId must be a form id' }),
@@ -81,6 +82,7 @@ async function formOfBodyOrNotFound(em: Em, organizationId: string, body: unknow
 function translateRefusal(err: unknown): never {
   if (err instanceof WebhookFormNotFound) throw errors.notFound('Form not found');
   if (err instanceof UnsafeWebhookTarget) throw errors.validation([{ field: 'url', message: err.message }]);
+  if (err instanceof OperationalEventsNeedOrganizationWide) throw errors.validation([{ field: 'events', message: err.message }]);
   if (err instanceof WebhookLimitReached) throw errors.validation([{ field: 'webhooks', message: err.message }], err.message);
   throw err;
 }
