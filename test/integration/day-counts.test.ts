@@ -3,6 +3,7 @@ import { quotaMonth } from '../../src/domain/quotas/quota';
 import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { rollupUsage } from '../../src/domain/usage/rollup';
+import { FOLD_AFTER_DAYS, foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { newId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
@@ -145,6 +146,43 @@ describe('submissions counted per form and day', function () {
       all.push(...(await list(form.id, `limit=100&offset=${offset}`)).body.submissions.map((s: any) => s.id));
     }
     expect(all).to.deep.equal((await oldQuery(null, null, 0, total)).ids);
+  });
+
+  it('folds the slots of past days into one row each, keeping every total and page', async () => {
+    const form = await newForm();
+    const now = Date.now();
+    const rows = Array.from({ length: 160 }, (_, i) => rowAt(form, new Date(now - (i % 8) * DAY_MS - (i % 5) * 1000 - 1000), i));
+    for (let i = 0; i < rows.length; i += 40) await storeAll(rows.slice(i, i + 40));
+    // as if other connections had stored some of each day: 3 of every day's count moved to other slots
+    await t.query(
+      `with moved as (
+         update submission_day_counts c set count = c.count - 3 from (
+           select distinct on (day) day, slot from submission_day_counts where form_id = ? order by day, slot) x
+          where c.form_id = ? and c.day = x.day and c.slot = x.slot
+         returning c.organization_id, c.form_id, c.day, c.slot
+       )
+       insert into submission_day_counts (organization_id, form_id, day, slot, count)
+       select organization_id, form_id, day, (slot + 1 + k) % 16, 1 from moved, generate_series(0, 2) k
+       on conflict (form_id, day, slot) do update set count = submission_day_counts.count + 1`,
+      [form.id, form.id]);
+    expect(await expectCountsExact(form.id)).to.equal(160);
+    const slotsPerDay = async () => t.query(
+      `select to_char(day, 'YYYY-MM-DD') as day, count(*)::int as slots from submission_day_counts where form_id = ? group by day order by day`,
+      [form.id]);
+    expect((await slotsPerDay()).some((d: any) => d.slots > 1), 'several slots on some day before the fold').to.equal(true);
+    const pageBefore = (await list(form.id, 'limit=100&offset=30')).body.submissions.map((s: any) => s.id);
+
+    expect(await foldDayCounts(t.app.orm.em.fork())).to.be.greaterThan(0);
+    const foldedBefore = new Date(now - FOLD_AFTER_DAYS * DAY_MS).toISOString().slice(0, 10);
+    for (const { day, slots } of await slotsPerDay()) if (day < foldedBefore) expect(slots, day).to.equal(1);
+    expect(await expectCountsExact(form.id)).to.equal(160);
+    expect((await list(form.id, 'limit=100&offset=30')).body.submissions.map((s: any) => s.id)).to.deep.equal(pageBefore);
+
+    // a deletion on a folded day counts in a slot of its own again; the next fold takes it in
+    expect((await call(t.url, 'DELETE', `/v1/submissions/${rows[7].id}`, { key: tenant.key })).status).to.equal(204);
+    expect(await expectCountsExact(form.id)).to.equal(159);
+    await foldDayCounts(t.app.orm.em.fork());
+    expect(await expectCountsExact(form.id)).to.equal(159);
   });
 
   it('stays exact when retention drops old months, and the usage roll-up sums the days', async () => {

@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { foldDayCounts } from '../submissions/day-counts';
 import { rollupUsage } from '../usage/rollup';
 import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
 import {
@@ -11,13 +12,15 @@ export interface MaintenanceReport {
   outboxRowsDeleted: number;
   deliveriesDeleted: number;
   crmSyncsDeleted: number;
+  dayCountsFolded: number;
 }
 
 /**
  * Expired idempotency records go; webhooks failing for more than 5 days are disabled; the usage
  * roll-up is recounted in full (deleted submissions leave it); past the
  * retention period, processed outbox rows, ended deliveries (their attempts go with them) and ended
- * CRM syncs are removed. Pending ones stay whatever their age: they are still owed.
+ * CRM syncs are removed. Pending ones stay whatever their age: they are still owed. The slots of
+ * the forms' past days are folded into one each (foldDayCounts).
  */
 export async function runMaintenance(em: Em, opts: { retentionDays: number } = { retentionDays: 30 }): Promise<MaintenanceReport> {
   const idempotencyKeysDeleted = await deleteExpiredIdempotencyKeys(em);
@@ -29,5 +32,6 @@ export async function runMaintenance(em: Em, opts: { retentionDays: number } = {
     outboxRowsDeleted: await deleteProcessedOutboxRows(em, opts.retentionDays),
     deliveriesDeleted: await deleteEndedDeliveries(em, opts.retentionDays),
     crmSyncsDeleted: await deleteEndedSyncs(em, opts.retentionDays),
+    dayCountsFolded: await foldDayCounts(em),
   };
 }

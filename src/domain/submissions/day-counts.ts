@@ -70,6 +70,41 @@ export async function countFormRowsBetween(em: Em, formId: string, from: Date, u
   return Number(row.count);
 }
 
+/** Days this far back have their slots folded into one (foldDayCounts): past them, no submission is stored with their date. */
+export const FOLD_AFTER_DAYS = 2;
+
+/**
+ * Folds the slots of days older than FOLD_AFTER_DAYS into slot 0, at most `limit` form-days a run
+ * (the hourly maintenance): a day counts in up to DAY_SLOTS rows while it is written, and a read of
+ * a form's total then costs a row per day rather than a row per slot. One statement, its sum taken
+ * from the rows it locks, in (form, day, slot) order as the storing statements take them; a deletion
+ * of an old submission adds a slot again, for the next run to fold. Answers the form-days folded.
+ */
+export async function foldDayCounts(em: Em, limit = 10_000): Promise<number> {
+  const [row] = await em.getConnection().execute(
+    `with picked as (
+       select form_id, day from submission_day_counts
+        where day < (now() at time zone 'UTC')::date - ${FOLD_AFTER_DAYS} and slot <> 0
+        group by form_id, day order by form_id, day limit ?
+     ), locked as materialized (
+       select c.organization_id, c.form_id, c.day, c.slot, c.count from submission_day_counts c join picked using (form_id, day)
+        order by c.form_id, c.day, c.slot
+          for update of c
+     ), gone as (
+       delete from submission_day_counts c using locked l
+        where c.form_id = l.form_id and c.day = l.day and c.slot = l.slot and l.slot <> 0
+     ), folded as (
+       insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
+       select organization_id, form_id, day, 0, sum(count) from locked group by organization_id, form_id, day
+       on conflict (form_id, day, slot) do update set count = excluded.count
+       returning 1
+     )
+     select count(*)::int as folded from folded`,
+    [limit],
+  );
+  return row.folded;
+}
+
 /** Partition retention: the counts of the days before `cutoff` (a month's start), whose rows it drops. */
 export async function deleteDayCountsBefore(tx: Em, cutoff: Date): Promise<void> {
   await tx.execute('delete from submission_day_counts where day < (?::timestamptz at time zone \'UTC\')::date', [cutoff.toISOString()]);
