@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import http from 'node:http';
-import { Client } from 'pg';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { createApiKey } from '../../src/domain/auth/admin';
 import { initOrm } from '../../src/db/orm';
+import { queryOnce } from '../support/postgres-server';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { mapAtMost } from '../../src/lib/map-at-most';
 import { benchEnvironment, benchNumber, loadAgent, percentile, post, request, seedFormBench } from './support';
@@ -80,7 +80,7 @@ async function loadSpread(common: Common, databaseUrl: string, formId: string, k
   for (let done = 0; done < count;) {
     const chunk = Math.min(CHUNK, count - done);
     const reach = new Date(clock.getTime() + (Math.ceil(chunk / MIN_RATE) + 2) * DAY_MS);
-    await sql(databaseUrl, 'select ensure_submission_partitions($1::timestamptz, $2::timestamptz)', [clock.toISOString(), reach.toISOString()]);
+    await queryOnce(databaseUrl, 'select ensure_submission_partitions($1::timestamptz, $2::timestamptz)', [clock.toISOString(), reach.toISOString()]);
     const api = await startEntry('src/api.js', {
       ...common, LD_PRELOAD: LIBFAKETIME, FAKETIME: `${fakeStart(clock)} x86400`, FAKETIME_DONT_FAKE_MONOTONIC: '1',
     }, 'PORT', [], logFile);
@@ -90,7 +90,7 @@ async function loadSpread(common: Common, databaseUrl: string, formId: string, k
       await api.proc.stop();
     }
     done += chunk;
-    const [{ last }] = await sql(databaseUrl, 'select max(created_at) as last from submissions');
+    const [{ last }] = await queryOnce(databaseUrl, 'select max(created_at) as last from submissions');
     clock = new Date(Math.floor(new Date(last).getTime() / DAY_MS) * DAY_MS + DAY_MS);
   }
   return clock;
@@ -155,26 +155,10 @@ function countLines(url: string, key: string): Promise<number> {
 
 /** Rows per day as loaded: how many days, and the fewest, median and most rows on one. */
 async function daysLoaded(databaseUrl: string): Promise<string> {
-  const client = new Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query(
-      `select count(*)::int as n from submissions group by (created_at at time zone 'UTC')::date order by 1`);
-    const counts = rows.map((r) => r.n as number);
-    return `${counts.length} days, ${counts[0]} / ${percentile(counts, 50)} / ${counts[counts.length - 1]} rows a day (fewest / median / most)`;
-  } finally {
-    await client.end();
-  }
-}
-
-async function sql(databaseUrl: string, text: string, params: unknown[] = []): Promise<any[]> {
-  const client = new Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    return (await client.query(text, params)).rows;
-  } finally {
-    await client.end();
-  }
+  const rows = await queryOnce(databaseUrl,
+    `select count(*)::int as n from submissions group by (created_at at time zone 'UTC')::date order by 1`);
+  const counts = rows.map((r) => r.n as number);
+  return `${counts.length} days, ${counts[0]} / ${percentile(counts, 50)} / ${counts[counts.length - 1]} rows a day (fewest / median / most)`;
 }
 
 async function main(): Promise<void> {
@@ -208,7 +192,7 @@ async function main(): Promise<void> {
       stored = checkpoint;
 
       const vacuumStarted = performance.now();
-      await sql(env.databaseUrl, 'vacuum analyze');
+      await queryOnce(env.databaseUrl, 'vacuum analyze');
       console.log(`vacuum analyze: ${((performance.now() - vacuumStarted) / 1000).toFixed(0)} s`);
       api = await startEntry('src/api.js', common, 'PORT', [], env.logFile('api'));
       const measured = await measure(api.url, seeded.formId, readKey, stored);
