@@ -59,7 +59,7 @@ function batchPayload(size: number): string {
 /** Posts batches, CONCURRENCY at a time, until `count` more are stored; throws on any item refused. */
 async function load(apiUrl: string, formId: string, keys: string[], count: number): Promise<void> {
   const sizes = Array.from({ length: Math.ceil(count / BATCH) }, (_, i) => Math.min(BATCH, count - i * BATCH));
-  const payloads = new Map(sizes.map((size) => [size, batchPayload(size)]));
+  const payloads = new Map([...new Set(sizes)].map((size) => [size, batchPayload(size)]));
   let refused = 0;
   await mapAtMost(sizes.map((size, i) => ({ size, i })), CONCURRENCY, async ({ size, i }) => {
     const res = await post(`${apiUrl}/v1/forms/${formId}/submissions/batch`, payloads.get(size)!, keys[i % keys.length]);
