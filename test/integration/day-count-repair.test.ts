@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { walkDayCounts, type FormDayDrift } from '../../src/domain/maintenance/day-count-repair';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { DAY_SLOTS, foldDayCounts } from '../../src/domain/submissions/day-counts';
+import { DAY_SLOTS, FOLD_DAY_COUNTS_SQL, foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
 import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
@@ -172,6 +172,33 @@ describe('day counts that heal', function () {
     await client.query('commit');
     expect(await folding).to.be.greaterThan(0);
     expect(await expectCountsExact(form.id)).to.equal(3);
+  });
+
+  it('picks the days to fold through the index of unfolded slots, not a scan of the folded archive', async () => {
+    // an archive of 40,000 folded form-days, and a few unfolded slots
+    await t.query(
+      `insert into submission_day_counts (organization_id, form_id, day, slot, count)
+       select ?, 'form_archive' || (i % 400), current_date - 10 - (i / 400), 0, 3 from generate_series(0, 39999) i`, [tenant.organizationId]);
+    await t.query(
+      `insert into submission_day_counts (organization_id, form_id, day, slot, count)
+       select ?, 'form_archive' || i, current_date - 20, 3, 1 from generate_series(0, 4) i`, [tenant.organizationId]);
+    await t.query('analyze submission_day_counts');
+    try {
+      const [{ 'QUERY PLAN': plan }] = await t.query(`explain (format json) ${FOLD_DAY_COUNTS_SQL.replace('?', '10000')}`);
+      const scans: string[] = [];
+      const walk = (node: any) => {
+        if (node['Relation Name'] === 'submission_day_counts') scans.push(`${node['Node Type']} ${node['Index Name'] ?? ''}`.trim());
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      walk(plan[0].Plan);
+      expect(scans.some((s) => s.includes('submission_day_counts_unfolded_idx')), scans.join(', ')).to.equal(true);
+      expect(scans.filter((s) => s.startsWith('Seq Scan')), scans.join(', ')).to.deep.equal([]);
+      expect(await foldDayCounts(t.app.orm.em.fork())).to.be.at.least(5);
+      const [{ n }] = await t.query(`select count(*)::int as n from submission_day_counts where form_id like 'form_archive%' and slot <> 0`);
+      expect(n).to.equal(0);
+    } finally {
+      await t.query(`delete from submission_day_counts where form_id like 'form_archive%'`);
+    }
   });
 
   it('deletes a month\'s counts after its partition is detached: a writer in that month leaves no orphan count', async () => {

@@ -75,8 +75,12 @@ export const FOLD_AFTER_DAYS = 2;
  * old submission adds a slot again, for the next run to fold. Answers the form-days folded.
  */
 export async function foldDayCounts(em: Em, limit = 10_000): Promise<number> {
-  const [row] = await em.getConnection().execute(
-    `with picked as (
+  const [row] = await em.getConnection().execute(FOLD_DAY_COUNTS_SQL, [limit]);
+  return row.folded;
+}
+
+/** The statement of foldDayCounts (`?`: the most form-days a run folds). */
+export const FOLD_DAY_COUNTS_SQL = `with picked as (
        select day, form_id from submission_day_counts
         where day < (now() at time zone 'UTC')::date - ${FOLD_AFTER_DAYS} and slot <> 0
         group by day, form_id order by day, form_id limit ?
@@ -94,11 +98,7 @@ export async function foldDayCounts(em: Em, limit = 10_000): Promise<number> {
        on conflict (form_id, day, slot) do update set count = c.count + excluded.count
        returning 1
      )
-     select count(*)::int as folded from folded`,
-    [limit],
-  );
-  return row.folded;
-}
+     select count(*)::int as folded from folded`;
 
 /**
  * Partition retention: the counts of the days before `cutoff` (a month's start), whose rows it has
