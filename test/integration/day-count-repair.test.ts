@@ -377,6 +377,9 @@ describe('day counts that heal', function () {
     await insertUncounted(form.id, new Date(now - 60_000), 1);
     await insertUncounted(form.id, new Date(now - 30_000), 2);
     await deleteUncounted(form.id, rows[3].id);
+    // and, the maintenance having stopped for five hours, three hours ago (read an hour at a time)
+    await insertUncounted(form.id, new Date(now - 3 * 3_600_000), 3);
+    await t.query(`update system_settings set value = (now() - interval '5 hours')::text where key = 'day_counts_repaired_from'`);
     const [{ n: drifted }] = await t.query(
       `select count(*)::int as n from (select (created_at at time zone 'UTC')::date as day, count(*) from submissions where form_id = ? group by 1
         except select day, sum(count) from submission_day_counts where form_id = ? group by day having sum(count) <> 0) d`, [form.id, form.id]);
@@ -384,7 +387,10 @@ describe('day counts that heal', function () {
 
     const report = await runMaintenance(t.app.orm.em.fork());
     expect(report.dayCountsRepaired).to.be.at.least(2);
-    expect(await expectCountsExact(form.id)).to.equal(9);
+    expect(await expectCountsExact(form.id)).to.equal(10);
+    const [{ behind }] = await t.query(
+      `select extract(epoch from now() - value::timestamptz)::int as behind from system_settings where key = 'day_counts_repaired_from'`);
+    expect(behind).to.be.below(60);
     expect((await runMaintenance(t.app.orm.em.fork())).dayCountsRepaired).to.equal(0);
   });
 });

@@ -1,7 +1,7 @@
 import type { Em } from '../../db/orm';
 import { timeOfId } from '../../lib/ids';
 import {
-  checkFormDays, formDaySpan, listCountedForms, readDaysWrittenSince, readRepairMark, repairFormDays, writeRepairMark,
+  checkFormDays, databaseNow, formDaySpan, listCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
   type DayDrift,
 } from '../submissions/day-counts';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
@@ -56,33 +56,42 @@ const LOOKBACK_MAX_MS = 2 * 86_400_000;
 /** The earliest a time-ordered id can name: older times are ids of the random kind, whose day the id does not tell. */
 const TIME_ORDERED_IDS_SINCE = Date.UTC(2026, 0, 1);
 
+/** The rows a run reads at once: an hour of them, so each statement stays well inside the workers' statement timeout. */
+const WINDOW_MS = 3_600_000;
+
 /**
  * Repairs the counts of every (form, UTC day) written since the previous run, found from the rows,
  * never from the counts: the days of the submissions created since (also those stored by a release
  * that did not count them), and the days of the submissions deleted since, which the change feed
- * names by their time-ordered ids. Each such day costs an index-only count of its rows, not the
+ * names by their time-ordered ids. An hour of writes at a time, the mark moving after each, so a
+ * run cut short keeps what it did; each day found costs an index-only count of its rows, not the
  * archive. Answers the days repaired.
  */
 export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<FormDayDrift[]> {
   const mark = await readRepairMark(em);
   const floor = now.getTime() - LOOKBACK_MAX_MS;
-  const since = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS));
-  const written = await readDaysWrittenSince(em, since);
-  const forms = new Map<string, { organizationId: string; days: Set<string> }>();
-  const add = (formId: string, organizationId: string, day: string) => {
-    const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
-    form.days.add(day);
-    forms.set(formId, form);
-  };
-  for (const c of written.created) add(c.formId, c.organizationId, c.day);
-  for (const d of written.deleted) {
-    const at = timeOfId(d.submissionId).getTime();
-    if (at >= TIME_ORDERED_IDS_SINCE && at <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(at)));
-  }
+  const readTo = await databaseNow(em);
   const repaired: FormDayDrift[] = [];
-  for (const [formId, form] of forms) {
-    for (const d of await repairFormDays(em, form.organizationId, formId, [...form.days].sort())) repaired.push({ formId, ...d });
+  for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
+    const last = from.getTime() + WINDOW_MS >= readTo.getTime();
+    const until = last ? null : new Date(from.getTime() + WINDOW_MS);
+    const written = await readDaysWrittenBetween(em, from, until);
+    const forms = new Map<string, { organizationId: string; days: Set<string> }>();
+    const add = (formId: string, organizationId: string, day: string) => {
+      const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
+      form.days.add(day);
+      forms.set(formId, form);
+    };
+    for (const c of written.created) add(c.formId, c.organizationId, c.day);
+    for (const d of written.deleted) {
+      const at = timeOfId(d.submissionId).getTime();
+      if (at >= TIME_ORDERED_IDS_SINCE && at <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(at)));
+    }
+    for (const [formId, form] of forms) {
+      for (const d of await repairFormDays(em, form.organizationId, formId, [...form.days].sort())) repaired.push({ formId, ...d });
+    }
+    await writeRepairMark(em, until ?? readTo);
+    if (!until) return repaired;
+    from = until;
   }
-  await writeRepairMark(em, written.readAt);
-  return repaired;
 }

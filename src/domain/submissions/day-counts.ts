@@ -204,33 +204,36 @@ export async function formDaySpan(em: Em, formId: string): Promise<{ first: stri
   return row.first ? { first: row.first, last: row.last } : null;
 }
 
+/** The database's clock: where a run of the maintenance's repair stops reading. */
+export async function databaseNow(em: Em): Promise<Date> {
+  const [row] = await em.getConnection().execute('select now() as now');
+  return new Date(row.now);
+}
+
 /**
- * The (form, UTC day)s written since `since`, read from the rows, never from the counts: the days
- * of the submissions created since then (the created_at index), and the forms and ids of the
- * submissions deleted since then (the change feed; a time-ordered id names its day). Answers them
- * with the database's time at the read, the next run's `since`.
+ * The (form, UTC day)s written in [from, until) (until null: open), read from the rows, never from
+ * the counts: the days of the submissions created then (the created_at index), and the forms and
+ * ids of the submissions deleted then (the change feed; a time-ordered id names its day).
  */
-export async function readDaysWrittenSince(em: Em, since: Date): Promise<{
+export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | null): Promise<{
   created: Array<{ formId: string; organizationId: string; day: string }>;
   deleted: Array<{ formId: string; organizationId: string; submissionId: string }>;
-  readAt: Date;
 }> {
   const conn = em.getConnection();
-  const [{ read_at: readAt }] = await conn.execute('select now() as read_at');
+  const bounds = until ? [from.toISOString(), until.toISOString()] : [from.toISOString()];
   const created = await conn.execute<Array<{ form_id: string; organization_id: string; day: string }>>(
     `select form_id, organization_id, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD') as day
-       from submissions where created_at >= ? group by 1, 2, 3`,
-    [since.toISOString()],
+       from submissions where created_at >= ? ${until ? 'and created_at < ?' : ''} group by 1, 2, 3`,
+    bounds,
   );
   const deleted = await conn.execute<Array<{ form_id: string; organization_id: string; submission_id: string }>>(
     `select distinct form_id, organization_id, submission_id from submission_changes
-      where type = 'submission.deleted' and occurred_at >= ?`,
-    [since.toISOString()],
+      where type = 'submission.deleted' and occurred_at >= ? ${until ? 'and occurred_at < ?' : ''}`,
+    bounds,
   );
   return {
     created: created.map((r) => ({ formId: r.form_id, organizationId: r.organization_id, day: r.day })),
     deleted: deleted.map((r) => ({ formId: r.form_id, organizationId: r.organization_id, submissionId: r.submission_id })),
-    readAt: new Date(readAt),
   };
 }
 
