@@ -94,12 +94,12 @@ describe('day counts that heal', function () {
     expect(rowCount).to.equal(1);
   }
 
-  /** Until some other backend running a statement containing `text` waits on a lock. */
-  async function waitUntilBlocked(text: string): Promise<void> {
+  /** Until `backends` other backends running a statement containing `text` wait on a lock. */
+  async function waitUntilBlocked(text: string, backends = 1): Promise<void> {
     for (;;) {
       const rows = await t.query(
         `select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like ? and pid <> pg_backend_pid()`, [`%${text}%`]);
-      if (rows.length) return;
+      if (rows.length >= backends) return;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
@@ -269,19 +269,46 @@ describe('day counts that heal', function () {
     let repairs = 0;
     let added = 0;
     const addUp = (found: FormDayDrift[]) => { for (const d of found) added += d.counted - d.stored; };
-    const repairing = (async () => {
+    // two at a time (the CLI and the maintenance): they must not both add one difference
+    const repairing = [0, 1].map(async () => {
       while (writing) {
         addUp(await repairForm(form.id));
         await foldDayCounts(t.app.orm.em.fork());
         repairs++;
       }
-    })();
-    await Promise.all([writers, previousRelease, repairing]);
+    });
+    await Promise.all([writers, previousRelease, ...repairing]);
     addUp(await repairForm(form.id));
     expect(repairs).to.be.greaterThan(0);
     expect(uncounted).to.be.greaterThan(0);
     expect(added).to.equal(uncounted);
     expect(await expectCountsExact(form.id)).to.equal(69 + 120 + 30 - deleting.length + uncounted);
+  });
+
+  it('adds a drifted day\'s difference once when two repairs of the form run at the same moment', async () => {
+    const form = await newForm();
+    const day = new Date(Date.now() - 4 * DAY_MS);
+    const rows = Array.from({ length: 3 }, (_, i) => rowAt(form, new Date(day.getTime() + i * 1000), i));
+    await storeAll(rows);
+    await t.query(
+      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
+       insert into submission_day_counts (organization_id, form_id, day, slot, count)
+       select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [form.id]);
+    await insertUncounted(form.id, new Date(day.getTime() + 5000), 1);
+    await insertUncounted(form.id, new Date(day.getTime() + 6000), 2);
+
+    // a counted deletion holding the day's slot 0 while both repairs run
+    const { client } = await clientWithSlot((slot) => slot === 0);
+    await client.query('begin');
+    await deleteOn(client, rows[0].id);
+    const first = repairForm(form.id);
+    await waitUntilBlocked('fixed as');
+    const second = repairForm(form.id);
+    await waitUntilBlocked('', 2);
+    await client.query('commit');
+    const found = [...await first, ...await second];
+    expect(found.reduce((sum, d) => sum + d.counted - d.stored, 0)).to.equal(2);
+    expect(await expectCountsExact(form.id)).to.equal(4);
   });
 
   it('answers every page like count(*)/OFFSET after a drift and its repair, and the list and analytics agree on a drifted day', async () => {

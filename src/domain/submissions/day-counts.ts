@@ -116,14 +116,26 @@ export async function deleteDayCountsBefore(tx: Em, cutoff: Date): Promise<void>
 // rolling deploy, a restore, a hand fix). The repair adds that difference to slot 0, as the storing
 // statements add theirs: it takes no lock a writer waits on beyond slot 0's row for the moment of
 // its upsert (in (form, day) order, as theirs), and a concurrent create or delete, counted or not,
-// is never lost. Repairs take turns (an advisory lock), so two never add the same difference.
+// is never lost. Two repairs of one form take turns (an advisory lock), so they never add the same
+// difference twice.
 
-/** The advisory lock repairs and partition retention take in turn (retention's DETACH must not race a repair's upsert into a dropped month). */
+/**
+ * The advisory lock of repairs and partition retention: repairs hold it shared (and their form's
+ * own, below, so two repairs of one form take turns while repairs of different forms run side by
+ * side), retention exclusively, so no repair's upsert lands in a month retention is dropping.
+ */
 const DAY_COUNTS_REPAIR_LOCK = 726354040;
+/** The first key of a form's own repair lock (the second: the hash of its id). */
+const FORM_REPAIR_LOCK = 726354041;
 
-/** Takes the repairs' turn for the rest of the transaction. */
+/** Retention's turn: no repair runs until the transaction ends. */
 export async function lockDayCountRepairs(tx: Em): Promise<void> {
   await tx.execute(`select pg_advisory_xact_lock(${DAY_COUNTS_REPAIR_LOCK})`);
+}
+
+/** A repair's turn for one form, for the rest of the transaction. */
+async function lockFormRepair(tx: Em, formId: string): Promise<void> {
+  await tx.execute(`select pg_advisory_xact_lock_shared(${DAY_COUNTS_REPAIR_LOCK}), pg_advisory_xact_lock(${FORM_REPAIR_LOCK}, hashtext(?))`, [formId]);
 }
 
 /** A (form, UTC day) whose count differs from its rows: `counted` rows, `stored` in the counts. */
@@ -168,7 +180,7 @@ export async function checkFormDays(em: Em, formId: string, days: string[]): Pro
 export async function repairFormDays(em: Em, organizationId: string, formId: string, days: string[]): Promise<DayDrift[]> {
   if (!days.length) return [];
   return em.transactional(async (tx) => {
-    await lockDayCountRepairs(tx);
+    await lockFormRepair(tx, formId);
     return toDrift(await tx.execute(
       `with ${DRIFT_SQL}, fixed as (
          insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
