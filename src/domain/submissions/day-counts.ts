@@ -2,8 +2,9 @@ import type { Em } from '../../db/orm';
 import type { DayCount } from './day-windows';
 
 // The statements of the day counts: submissions per form and UTC day, written by the statements
-// that store and delete submissions (countDaysSql) and by partition retention
-// (deleteDayCountsBefore), read by the list, analytics and the usage roll-up.
+// that store and delete submissions (countDaysSql), folded (foldDayCounts), dropped by partition
+// retention (deleteDayCountsBefore), checked and repaired against the rows (checkFormDays,
+// repairFormDays), read by the list, analytics and the usage roll-up.
 
 /**
  * Why slots: one row per form and day would be locked by every storing statement of a busy form
