@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { daySpan, locateOffset, pageStart, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
+import { daySpan, locateOffset, monthsOfDays, pageStart, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
 
 const at = (iso: string) => new Date(iso);
 
@@ -69,6 +69,26 @@ describe('day windows (pure)', () => {
       const start = pageStart({ day: { day: '2026-03-01', count }, skip }, { from: null, until: null });
       expect(start.skip).to.be.at.most(Math.floor(count / 2));
       expect(start.fromOldest ? count - 1 - start.skip : start.skip).to.equal(skip);
+    }));
+  });
+  it('goes through the days from first to last a month at a time, every day once', () => {
+    expect(monthsOfDays('2026-01-30', '2026-03-02')).to.deep.equal([
+      ['2026-01-30', '2026-01-31'],
+      Array.from({ length: 28 }, (_, i) => `2026-02-${String(i + 1).padStart(2, '0')}`),
+      ['2026-03-01', '2026-03-02'],
+    ]);
+    expect(monthsOfDays('2024-02-29', '2024-02-29')).to.deep.equal([['2024-02-29']]);
+    expect(monthsOfDays('2026-05-02', '2026-05-01')).to.deep.equal([]);
+    fc.assert(fc.property(fc.integer({ min: 0, max: 20_000 }), fc.integer({ min: 0, max: 800 }), (start, length) => {
+      const first = utcDay(new Date(start * 86_400_000));
+      const last = utcDay(new Date((start + length) * 86_400_000));
+      const months = monthsOfDays(first, last);
+      const days = months.flat();
+      expect(days).to.have.length(length + 1);
+      expect(days[0]).to.equal(first);
+      expect(days[days.length - 1]).to.equal(last);
+      for (const month of months) expect(new Set(month.map((d) => d.slice(0, 7))).size).to.equal(1);
+      expect(new Set(months.map((m) => m[0].slice(0, 7))).size).to.equal(months.length);
     }));
   });
 });

@@ -1,7 +1,7 @@
 // Public runtime analytics: daily counters per form, and the totals the API reports (stored
-// submissions from the day counts).
+// submissions from the day counts, read as the list reads its total: countSubmissions).
 import type { Em } from '../../db/orm';
-import { readFormTotal } from '../submissions/day-counts';
+import { countSubmissions } from '../submissions/read-service';
 import { utcDay } from '../submissions/day-windows';
 import { analyticsTotals, incrementAnalyticsCounter, type AnalyticsColumn } from './store';
 
@@ -41,6 +41,6 @@ export function completionRate(completions: number, starts: number): number | nu
 
 /** Totals for a form the caller has already found in its organization. */
 export async function formAnalytics(em: Em, organizationId: string, formId: string): Promise<FormAnalytics> {
-  const [events, submissions] = await Promise.all([analyticsTotals(em, formId), readFormTotal(em, organizationId, formId)]);
+  const [events, submissions] = await Promise.all([analyticsTotals(em, formId), countSubmissions(em, organizationId, formId)]);
   return { ...events, submissions, completionRate: completionRate(events.completions, events.starts) };
 }

@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import { foldDayCounts } from '../submissions/day-counts';
 import { rollupUsage } from '../usage/rollup';
+import { repairRecentDayCounts } from './day-count-repair';
 import { AUTO_DISABLE_AFTER_MS } from '../webhooks/policy';
 import {
   deleteEndedDeliveries, deleteEndedSyncs, deleteExpiredIdempotencyKeys, deleteProcessedOutboxRows, disableWebhooksFailingSince,
@@ -12,12 +13,15 @@ export interface MaintenanceReport {
   outboxRowsDeleted: number;
   deliveriesDeleted: number;
   crmSyncsDeleted: number;
+  dayCountsRepaired: number;
   dayCountsFolded: number;
 }
 
 /**
- * Expired idempotency records go; webhooks failing for more than 5 days are disabled; the usage
- * roll-up is recounted in full (deleted submissions leave it); past the
+ * Expired idempotency records go; webhooks failing for more than 5 days are disabled; the day
+ * counts of every (form, day) written since the previous run are rebuilt from the rows
+ * (repairRecentDayCounts: what a previous release stored or deleted without counting during a
+ * rolling deploy heals within the hour), then the usage roll-up is recounted in full (deleted submissions leave it); past the
  * retention period, processed outbox rows, ended deliveries (their attempts go with them) and ended
  * CRM syncs are removed. Pending ones stay whatever their age: they are still owed. The slots of
  * the forms' past days are folded into one each (foldDayCounts).
@@ -25,10 +29,12 @@ export interface MaintenanceReport {
 export async function runMaintenance(em: Em, opts: { retentionDays: number } = { retentionDays: 30 }): Promise<MaintenanceReport> {
   const idempotencyKeysDeleted = await deleteExpiredIdempotencyKeys(em);
   const webhooksDisabled = await disableWebhooksFailingSince(em, AUTO_DISABLE_AFTER_MS);
+  const dayCountsRepaired = (await repairRecentDayCounts(em)).length;
   await rollupUsage(em, { full: true });
   return {
     idempotencyKeysDeleted,
     webhooksDisabled,
+    dayCountsRepaired,
     outboxRowsDeleted: await deleteProcessedOutboxRows(em, opts.retentionDays),
     deliveriesDeleted: await deleteEndedDeliveries(em, opts.retentionDays),
     crmSyncsDeleted: await deleteEndedSyncs(em, opts.retentionDays),

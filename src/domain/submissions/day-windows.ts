@@ -91,3 +91,18 @@ export function pageStart({ day, skip }: { day: DayCount; skip: number }, bounds
   const fromOldest = skip > (day.count - 1) / 2;
   return { ...dayWindow(day.day, bounds), skip: fromOldest ? day.count - 1 - skip : skip, fromOldest };
 }
+
+/**
+ * The UTC days from `first` to `last` (YYYY-MM-DD, inclusive), a month at a time: the chunks in
+ * which the counts' check and repair go through a form's archive, so no statement spans more than
+ * a month of its rows (one partition) and nothing holds more than a month's days.
+ */
+export function monthsOfDays(first: string, last: string): string[][] {
+  const months: string[][] = [];
+  for (let at = dayStart(first).getTime(), end = dayStart(last).getTime(); at <= end; at += DAY_MS) {
+    const day = utcDay(new Date(at));
+    if (!months.length || months[months.length - 1][0].slice(0, 7) !== day.slice(0, 7)) months.push([]);
+    months[months.length - 1].push(day);
+  }
+  return months;
+}

@@ -1,6 +1,6 @@
 import type { Em } from '../../db/orm';
 import { markFilesOfSubmissionsBefore } from '../files/store';
-import { deleteDayCountsBefore } from './day-counts';
+import { deleteDayCountsBefore, lockDayCountRepairs } from './day-counts';
 
 /** Months of submission partitions kept ready beyond the current one. */
 export const PARTITION_MONTHS_AHEAD = 3;
@@ -21,14 +21,17 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
 /**
  * Drops every month of submissions that ended before the retention cutoff, partition by partition;
  * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete,
- * and their days leave the day counts with them.
+ * and their days leave the day counts with them, after the DETACH: it waits for every writer still
+ * in those months, so their counts are committed (or rolled back) when they are deleted, none is
+ * left behind, and no writer waits on a count row this transaction holds while it waits on them.
+ * A repair of the counts (repairFormDays) takes turns with it.
  */
 export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: number, now = new Date()): Promise<string[]> {
   const cutoff = retentionCutoff(retentionMonths, now);
   return dropSubmissionPartitionsBefore(em, cutoff, async (tx) => {
+    await lockDayCountRepairs(tx);
     await markFilesOfSubmissionsBefore(tx, cutoff);
-    await deleteDayCountsBefore(tx, cutoff);
-  });
+  }, (tx) => deleteDayCountsBefore(tx, cutoff));
 }
 
 /**
@@ -56,12 +59,14 @@ export async function createSubmissionPartitions(em: Em, now: Date, monthsAhead:
   });
 }
 
-/** Drops every monthly partition that ended before `cutoff`, after `beforeDrop` in the same transaction; names them. */
-export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date, beforeDrop?: (tx: Em) => Promise<unknown>): Promise<string[]> {
+/** Drops every monthly partition that ended before `cutoff`, between `beforeDrop` and `afterDrop` in the same transaction; names them. */
+export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date, beforeDrop?: (tx: Em) => Promise<unknown>,
+  afterDrop?: (tx: Em) => Promise<unknown>): Promise<string[]> {
   return withDdlLock(em, async (tx) => {
     await beforeDrop?.(tx);
     const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
       [cutoff.toISOString()]);
+    await afterDrop?.(tx);
     return rows.map((r: any) => r.name as string);
   });
 }

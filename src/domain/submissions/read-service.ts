@@ -36,7 +36,7 @@ function toRecord(row: any): SubmissionRecord {
 export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
   : Promise<{ items: SubmissionRecord[]; total: number }> {
   const days = await countDays(em, organizationId, formId, filter);
-  const total = days.reduce((sum, d) => sum + d.count, 0);
+  const total = totalOf(days);
   const located = locateOffset(days, filter.offset);
   if (!located) return { items: [], total };
   const start = pageStart(located, filter);
@@ -50,7 +50,21 @@ export async function listSubmissions(em: Em, organizationId: string, formId: st
   return { items: rows.map(toRecord), total };
 }
 
-/** The form's submissions per day within the bounds, newest first; partial days counted from their rows. */
+/**
+ * How many submissions of the form the bounds hold (none: all of them), read as the list reads its
+ * `pagination.total`: the one way totals are read, so the list and analytics agree even on a day
+ * whose count drifted (a day summing below zero counts as none in both).
+ */
+export async function countSubmissions(em: Em, organizationId: string, formId: string, bounds: TimeBounds = { from: null, until: null })
+  : Promise<number> {
+  return totalOf(await countDays(em, organizationId, formId, bounds));
+}
+
+function totalOf(days: DayCount[]): number {
+  return days.reduce((sum, d) => sum + d.count, 0);
+}
+
+/** The form's submissions per day within the bounds, newest first; partial days counted from their rows; days at or below zero left out. */
 async function countDays(em: Em, organizationId: string, formId: string, bounds: TimeBounds): Promise<DayCount[]> {
   if (bounds.from && bounds.until && bounds.from >= bounds.until) return [];
   const days = await readFormDays(em, organizationId, formId, daySpan(bounds));

@@ -1,0 +1,106 @@
+import type { Em } from '../../db/orm';
+import { timeOfId } from '../../lib/ids';
+import {
+  checkFormDays, databaseNow, formDaySpan, listCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
+  type DayDrift,
+} from '../submissions/day-counts';
+import { monthsOfDays, utcDay } from '../submissions/day-windows';
+
+// The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
+// by form and month by month (the CLI's `counts check` and `counts repair`), and of the days written
+// since the previous run (the hourly maintenance). The statements are in submissions/day-counts.ts.
+
+/** A drifted (form, UTC day): `counted` rows, `stored` in the counts (before a repair). */
+export interface FormDayDrift extends DayDrift {
+  formId: string;
+}
+
+const FORMS_PAGE = 200;
+
+/**
+ * Checks (or repairs, `repair`) every day of every form (or of `formId`) from `since` (YYYY-MM-DD)
+ * on, a month of one form per statement, handing each drifted day to `onDrift` as it is found: the
+ * memory held is a page of form ids and a month's days, whatever the archive's size. Answers how
+ * many forms were gone through and how many days drifted.
+ */
+export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: string; since?: string },
+  onDrift: (drift: FormDayDrift) => void): Promise<{ forms: number; drifted: number }> {
+  let forms = 0;
+  let drifted = 0;
+  for (let after = ''; ;) {
+    const page = await listCountedForms(em, after, FORMS_PAGE, opts.formId);
+    for (const form of page) {
+      forms++;
+      const span = await formDaySpan(em, form.id);
+      if (!span) continue;
+      const first = opts.since && opts.since > span.first ? opts.since : span.first;
+      if (first > span.last) continue;
+      for (const days of monthsOfDays(first, span.last)) {
+        const found = opts.repair
+          ? await repairFormDays(em, form.organizationId, form.id, days)
+          : await checkFormDays(em, form.id, days);
+        for (const d of found) onDrift({ formId: form.id, ...d });
+        drifted += found.length;
+      }
+    }
+    if (page.length < FORMS_PAGE) break;
+    after = page[page.length - 1].id;
+  }
+  return { forms, drifted };
+}
+
+/** Rows commit a little after their created_at (and a deletion after its change's occurred_at): each run looks this far behind the last. */
+const OVERLAP_MS = 10 * 60_000;
+/** The first run, and a run after a long stop, looks back at most this far; older days are `counts repair`'s (deploy/README.md). */
+const LOOKBACK_MAX_MS = 2 * 86_400_000;
+/** The earliest a time-ordered id can name: older times are ids of the random kind, whose day the id does not tell. */
+const TIME_ORDERED_IDS_SINCE = Date.UTC(2026, 0, 1);
+
+/** PostgreSQL's lock_timeout. */
+const LOCK_TIMEOUT = '55P03';
+
+/** The rows a run reads at once: an hour of them, so each statement stays well inside the workers' statement timeout. */
+const WINDOW_MS = 3_600_000;
+
+/**
+ * Repairs the counts of every (form, UTC day) written since the previous run, found from the rows,
+ * never from the counts: the days of the submissions created since (also those stored by a release
+ * that did not count them), and the days of the submissions deleted since, which the change feed
+ * names by their time-ordered ids. An hour of writes at a time, the mark moving after each, so a
+ * run cut short keeps what it did; each day found costs an index-only count of its rows, not the
+ * archive. Answers the days repaired.
+ */
+export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<FormDayDrift[]> {
+  const mark = await readRepairMark(em);
+  const floor = now.getTime() - LOOKBACK_MAX_MS;
+  const readTo = await databaseNow(em);
+  const repaired: FormDayDrift[] = [];
+  for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
+    const last = from.getTime() + WINDOW_MS >= readTo.getTime();
+    const until = last ? null : new Date(from.getTime() + WINDOW_MS);
+    const written = await readDaysWrittenBetween(em, from, until);
+    const forms = new Map<string, { organizationId: string; days: Set<string> }>();
+    const add = (formId: string, organizationId: string, day: string) => {
+      const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
+      form.days.add(day);
+      forms.set(formId, form);
+    };
+    for (const c of written.created) add(c.formId, c.organizationId, c.day);
+    for (const d of written.deleted) {
+      const at = timeOfId(d.submissionId).getTime();
+      if (at >= TIME_ORDERED_IDS_SINCE && at <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(at)));
+    }
+    try {
+      for (const [formId, form] of forms) {
+        for (const d of await repairFormDays(em, form.organizationId, formId, [...form.days].sort())) repaired.push({ formId, ...d });
+      }
+    } catch (err) {
+      // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
+      if ((err as { code?: string }).code === LOCK_TIMEOUT) return repaired;
+      throw err;
+    }
+    await writeRepairMark(em, until ?? readTo);
+    if (!until) return repaired;
+    from = until;
+  }
+}
