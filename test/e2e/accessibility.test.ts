@@ -6,50 +6,13 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { launchBrowser, openPage, PHONE, requireChromium } from '../support/browser';
 import { fileServiceEnv, jpegBytes } from '../support/files';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
-import { createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
+import { everyFieldForm } from '../support/every-field-form';
+import { call, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant, fieldInput as field } from '../support/harness';
 
 /** axe-core's WCAG 2.0, 2.1 and 2.2 rules of levels A and AA (target-size is wcag22aa). */
 const WCAG_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22a', 'wcag22aa'];
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const DESKTOP = { width: 1280, height: 900 };
-const options = [{ label: 'Yes', value: 'yes' }, { label: 'No', value: 'no' }];
-
-/** Every field type over two pages; page 2 holds the rating, scale, NPS, likert, ranking, signature and upload. */
-export function everyFieldForm(extra: Record<string, unknown> = {}) {
-  const p1 = { pageId: 'p_one' };
-  const p2 = { pageId: 'p_two' };
-  return {
-    title: 'Every field',
-    description: 'A form holding every field type.',
-    pages: [{ id: 'p_one', title: 'About you', order: 0 }, { id: 'p_two', title: 'Your opinion', order: 1 }],
-    fields: [
-      field('fld_heading', 'heading', 'Contact details', { order: 0, ...p1, description: 'How we reach you.' }),
-      field('fld_name', 'name', 'Name', { required: true, order: 1, ...p1, config: { format: 'split' } }),
-      field('fld_text', 'text', 'Company', { required: true, order: 2, ...p1, description: 'Where you work.' }),
-      field('fld_email', 'email', 'Email', { required: true, order: 3, ...p1 }),
-      field('fld_phone', 'phone', 'Phone', { order: 4, ...p1 }),
-      field('fld_url', 'url', 'Website', { order: 5, ...p1 }),
-      field('fld_number', 'number', 'Team size', { required: true, order: 6, ...p1 }),
-      field('fld_date', 'date', 'Start date', { required: true, order: 7, ...p1 }),
-      field('fld_textarea', 'textarea', 'Notes', { order: 8, ...p1 }),
-      field('fld_select', 'select', 'Plan', { required: true, order: 9, ...p1, config: { options: [{ label: 'Free', value: 'free' }, { label: 'Pro', value: 'pro' }] } }),
-      field('fld_radio', 'radio', 'Newsletter', { required: true, order: 10, ...p1, config: { options } }),
-      field('fld_checks', 'checkbox', 'Interests', { order: 11, ...p1, config: { options: [{ label: 'Forms', value: 'forms' }, { label: 'Surveys', value: 'surveys' }] } }),
-      field('fld_secret', 'text', 'Tax number', { order: 12, ...p1, config: { sensitive: true } }),
-      field('fld_consent', 'checkbox', 'I agree to the terms', { required: true, order: 13, ...p1 }),
-      field('fld_rating', 'rating', 'Rating', { required: true, order: 0, ...p2, config: { max: 5 } }),
-      field('fld_scale', 'scale', 'Ease of use', { required: true, order: 1, ...p2, config: { min: 1, max: 5, minLabel: 'Hard', maxLabel: 'Easy' } }),
-      field('fld_nps', 'nps', 'Recommend us', { required: true, order: 2, ...p2 }),
-      field('fld_likert', 'likert-score', 'The docs are clear', { required: true, order: 3, ...p2, config: { options: [{ label: 'Disagree', value: 'disagree' }, { label: 'Neutral', value: 'neutral' }, { label: 'Agree', value: 'agree' }] } }),
-      field('fld_ranking', 'ranking', 'Rank the features', { order: 4, ...p2, config: { options: [{ label: 'Speed', value: 'speed' }, { label: 'Price', value: 'price' }, { label: 'Support', value: 'support' }] } }),
-      field('fld_signature', 'signature', 'Signature', { required: true, order: 5, ...p2 }),
-      field('fld_upload', 'file-upload', 'Attachment', { order: 6, ...p2, config: { accept: ['image/*'] } }),
-    ],
-    settings: { submitButtonText: 'Send answers', successMessage: 'Thanks for your answers.' },
-    ...extra,
-  };
-}
-
 export interface AxeViolation { id: string; impact: string; nodes: string[] }
 
 /** axe-core's WCAG A/AA violations on the page as it stands. */
@@ -168,4 +131,133 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
       }
     }
   }
+
+  describe('with a keyboard alone', () => {
+    /** Presses Tab (only Tab) until the focused element matches `selector`; fails past `max` presses. */
+    async function tabTo(page: Page, selector: string, max = 40): Promise<void> {
+      for (let i = 0; i < max; i++) {
+        if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
+        await page.keyboard.press('Tab');
+      }
+      throw new Error(`Tab never reached ${selector}`);
+    }
+    const focused = (page: Page) => page.evaluate(() => {
+      const el = document.activeElement as HTMLElement | null;
+      return { id: el?.id ?? '', tag: el?.tagName ?? '', text: el?.textContent?.trim() ?? '' };
+    });
+
+    /** What the accessibility tree says of the focused element: Chromium's computed role, name, description and invalid state. */
+    async function spoken(page: Page): Promise<{ role: string; name: string; description: string; invalid: string }> {
+      const cdp = await page.context().newCDPSession(page);
+      try {
+        const { nodes } = await cdp.send('Accessibility.getFullAXTree') as { nodes: any[] };
+        const node = nodes.find((n) => n.role?.value !== 'RootWebArea' && n.properties?.some((p: any) => p.name === 'focused' && p.value?.value === true));
+        const property = (name: string) => String(node?.properties?.find((p: any) => p.name === name)?.value?.value ?? '');
+        return { role: node?.role?.value ?? '', name: node?.name?.value ?? '', description: node?.description?.value ?? '', invalid: property('invalid') };
+      } finally {
+        await cdp.detach();
+      }
+    }
+
+    it('fills and submits the two-page form, focus following each step, errors tied to their fields and announced', async () => {
+      const { context, page, problems } = await openPage(browser, { viewport: DESKTOP, deviceScaleFactor: 1 });
+      try {
+        const form = forms.default;
+        await page.goto(`${t.url}/f/${form.id}`);
+
+        // Next on an empty page 1: focus goes to the first invalid field, which names its error.
+        await tabTo(page, 'button.fs-button--primary');
+        await page.keyboard.press('Enter');
+        expect((await focused(page)).id).to.equal('fs-fld_name-first');
+        const firstName = page.locator('#fs-fld_name-first');
+        expect(await firstName.getAttribute('aria-invalid')).to.equal('true');
+        expect((await firstName.getAttribute('aria-describedby'))!.split(' ')).to.include('fs-fld_name-error');
+        // The error slots are live regions (role=alert), so the messages are announced as they appear.
+        expect(await page.locator('#fs-fld_name-error').getAttribute('role')).to.equal('alert');
+        const told = await spoken(page);
+        if (process.env.A11Y_REPORT) console.log('screen reader on the first invalid field:', JSON.stringify(told));
+        expect(told).to.include({ role: 'textbox', name: 'First name', invalid: 'true' });
+        expect(told.description).to.equal('This field is required.');
+        const snapshot = await page.locator('[data-field-id="fld_name"]').ariaSnapshot();
+        if (process.env.A11Y_REPORT) console.log(snapshot);
+        expect(snapshot).to.include('textbox "First name"').and.include('This field is required.');
+
+        // Page 1 by keyboard.
+        await page.keyboard.type('Ada');
+        await tabTo(page, '#fs-fld_name-last');
+        await page.keyboard.type('Lovelace');
+        await tabTo(page, '#fs-fld_text-input');
+        await page.keyboard.type('Analytical Engines Ltd');
+        await tabTo(page, '#fs-fld_email-input');
+        await page.keyboard.type('ada@example.com');
+        await tabTo(page, '#fs-fld_phone-input');
+        await page.keyboard.type('+44 20 7946 0000');
+        await tabTo(page, '#fs-fld_url-input');
+        await page.keyboard.type('https://example.com');
+        await tabTo(page, '#fs-fld_number-input');
+        await page.keyboard.type('12');
+        await tabTo(page, '#fs-fld_date-input');
+        await page.keyboard.type('12012026');
+        await tabTo(page, '#fs-fld_textarea-input');
+        await page.keyboard.type('Typed, not pasted.');
+        await tabTo(page, '#fs-fld_select-input');
+        await page.keyboard.press('ArrowDown');
+        await page.keyboard.press('ArrowDown');
+        await tabTo(page, 'input[name="fs-fld_radio-choice"]');
+        await page.keyboard.press('Space');
+        await tabTo(page, 'input[name="fs-fld_checks-choice"]');
+        await page.keyboard.press('Space');
+        await tabTo(page, '#fs-fld_secret-input');
+        await page.keyboard.type('GB-123');
+        await tabTo(page, '#fs-fld_consent-input');
+        await page.keyboard.press('Space');
+        await tabTo(page, 'button.fs-button--primary');
+        await page.keyboard.press('Enter');
+
+        // Next: focus on the new page's heading.
+        expect(await focused(page)).to.include({ tag: 'H2', text: 'Your opinion' });
+        expect((await spoken(page))).to.include({ role: 'heading', name: 'Your opinion' });
+
+        // Page 2 by keyboard: radios move with the arrow keys, the ranking with its buttons.
+        await tabTo(page, 'input[name="fs-fld_rating-choice"]');
+        for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowRight');
+        await tabTo(page, 'input[name="fs-fld_scale-choice"]:checked, input[name="fs-fld_scale-choice"]');
+        await page.keyboard.press('ArrowRight');
+        await tabTo(page, 'input[name="fs-fld_nps-choice"]');
+        for (let i = 0; i < 9; i++) await page.keyboard.press('ArrowRight');
+        await tabTo(page, 'input[name="fs-fld_likert-choice"]');
+        await page.keyboard.press('ArrowRight');
+        await page.keyboard.press('ArrowRight');
+        await tabTo(page, 'button[aria-label="Move Speed down"]');
+        await page.keyboard.press('Enter');
+        await tabTo(page, '#fs-fld_signature-typed');
+        await page.keyboard.type('Ada Lovelace');
+        await tabTo(page, '#fs-fld_upload-input');
+        const chooser = page.waitForEvent('filechooser');
+        await page.keyboard.press('Space');
+        await (await chooser).setFiles({ name: 'photo.jpg', mimeType: 'image/jpeg', buffer: jpegBytes(4096) });
+        await page.locator('.fs-upload[data-state="done"]').waitFor();
+        await tabTo(page, 'button.fs-button--primary');
+        const submitted = page.waitForResponse((res) => res.url().endsWith(`/public/forms/${form.id}`) && res.request().method() === 'POST');
+        await page.keyboard.press('Enter');
+        const { submissionId } = await (await submitted).json();
+        await page.getByText('Thanks for your answers.').waitFor();
+        expect((await focused(page)).text).to.include('Thanks for your answers.');
+
+        const res = await call(t.url, 'GET', `/v1/submissions/${submissionId}`, { key: tenant.key });
+        const data = res.body.submission.rawData;
+        expect(data).to.deep.include({
+          fld_name: { format: 'split', firstName: 'Ada', lastName: 'Lovelace' }, fld_text: 'Analytical Engines Ltd',
+          fld_email: 'ada@example.com', fld_number: 12, fld_date: '2026-12-01', fld_select: 'pro', fld_radio: 'yes',
+          fld_checks: ['forms'], fld_consent: true, fld_rating: 4, fld_scale: 2, fld_nps: 9, fld_likert: 'agree',
+          fld_ranking: ['price', 'speed', 'support'],
+        });
+        expect(data.fld_signature).to.match(/^data:image\/png;base64,/);
+        expect(data.fld_upload).to.include({ name: 'photo.jpg' });
+        expect(problems).to.deep.equal([]);
+      } finally {
+        await context.close();
+      }
+    });
+  });
 });
