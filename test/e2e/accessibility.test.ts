@@ -15,13 +15,16 @@ const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const DESKTOP = { width: 1280, height: 900 };
 export interface AxeViolation { id: string; impact: string; nodes: string[] }
 
-/** axe-core's WCAG A/AA violations on the page as it stands. */
-export async function axeViolations(page: Page): Promise<AxeViolation[]> {
+/** axe-core's WCAG A/AA violations on the page as it stands, and the rules that found something to pass. */
+export async function axeViolations(page: Page): Promise<{ violations: AxeViolation[]; passed: string[] }> {
   // Evaluated through the DevTools protocol, so the page's CSP (which allows no such script) stays on.
   if (!(await page.evaluate(() => Boolean((window as any).axe)))) await page.evaluate(AXE_SOURCE);
   return page.evaluate(async (tags) => {
     const result = await (window as any).axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] });
-    return result.violations.map((v: any) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n: any) => n.target.join(' ')) }));
+    return {
+      violations: result.violations.map((v: any) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n: any) => n.target.join(' ')) })),
+      passed: result.passes.map((p: any) => p.id),
+    };
   }, WCAG_TAGS);
 }
 
@@ -87,7 +90,12 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
               await page.goto(url);
               if (dir === 'rtl') await page.evaluate(() => { document.documentElement.dir = 'rtl'; });
             };
-            const check = async (state: string) => { found[state] = await axeViolations(page); };
+            const passed = new Set<string>();
+            const check = async (state: string) => {
+              const result = await axeViolations(page);
+              found[state] = result.violations;
+              result.passed.forEach((id) => passed.add(id));
+            };
 
             let releaseUpload!: () => void;
             const held = new Promise<void>((resolve) => { releaseUpload = resolve; });
@@ -114,6 +122,12 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
             await page.locator('#fs-fld_rating-error').getByText(/./).waitFor();
             await check('page 2, errors shown');
             releaseUpload();
+            await page.locator('.fs-upload[data-state="done"]').waitFor();
+
+            // Opened again: the answers kept from this visit are back, with "Start over".
+            await open(`${t.url}/f/${forms[theme].id}`);
+            await page.getByRole('button', { name: 'Start over' }).waitFor();
+            await check('answers kept from the last visit');
 
             await open(`${t.url}/f/${payForms[theme].id}`);
             await page.locator('input[name=cardnumber]').waitFor();
@@ -123,6 +137,8 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
               violations.map((v) => `${state}: ${v.id} (${v.impact}) on ${v.nodes.join(', ')}`));
             if (process.env.A11Y_REPORT) console.log(JSON.stringify({ theme, dir, size, found }));
             expect(report).to.deep.equal([]);
+            // The rules this issue is about did run on something.
+            expect([...passed]).to.include.members(['color-contrast', 'target-size', 'label', 'aria-valid-attr-value']);
             expect(problems.filter((p) => !p.includes('ERR_ABORTED'))).to.deep.equal([]);
           } finally {
             await context.close();

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { Field } from '../../src/domain/forms/types';
-import { DRAFT_TTL_MS, draftKey, draftText, keepable, keptValues, readDraft, uploadClaims } from '../../src/public/browser/draft';
+import { DRAFT_TTL_MS, draftKey, draftText, keepable, keptValues, readDraft, UPLOAD_KEPT_MS, uploadClaims } from '../../src/public/browser/draft';
+import { UPLOAD_UNCLAIMED_HOURS } from '../../src/domain/files/rules';
 
 const field = (id: string, type: string, extra: Partial<Field> = {}): Field => ({
   id, type, label: id, required: false, config: {}, validationRules: {}, order: 0, pageId: null, ...extra,
@@ -25,17 +26,26 @@ describe("the hosted page's kept answers (draft.ts)", () => {
     const kept = keptValues(fields, {
       fld_name: 'Ada', fld_tax: 'DE123', fld_pay: 'pi_1', fld_sign: 'data:image/png;base64,AAAA', fld_ref: 'x', fld_rating: 4,
       fld_unknown: 'y',
-    });
+    }, NOW);
     expect(kept).to.deep.equal({ fld_name: 'Ada', fld_rating: 4 });
   });
 
   it('keeps an upload as its claim (id, name, size), never anything else', () => {
-    const claim = { uploadId: 'upl_1', name: 'photo.jpg', size: 2048 };
-    expect(keptValues(fields, { fld_files: [claim] })).to.deep.equal({ fld_files: [claim] });
+    const claim = { uploadId: 'upl_1', name: 'photo.jpg', size: 2048, uploadedAt: NOW };
+    expect(keptValues(fields, { fld_files: [claim] }, NOW)).to.deep.equal({ fld_files: [claim] });
     // Bytes or a bare id are not a claim the page can show.
-    expect(keptValues(fields, { fld_files: 'data:image/jpeg;base64,AAAA' })).to.deep.equal({});
-    expect(keptValues(fields, { fld_files: [{ uploadId: 'upl_1' }] })).to.deep.equal({});
-    expect(uploadClaims([{ uploadId: 'upl_2', name: 'a.pdf', size: -3, bytes: 'AAAA' }])).to.deep.equal([{ uploadId: 'upl_2', name: 'a.pdf', size: 0 }]);
+    expect(keptValues(fields, { fld_files: 'data:image/jpeg;base64,AAAA' }, NOW)).to.deep.equal({});
+    expect(keptValues(fields, { fld_files: [{ uploadId: 'upl_1' }] }, NOW)).to.deep.equal({});
+    expect(uploadClaims([{ uploadId: 'upl_2', name: 'a.pdf', size: -3, uploadedAt: NOW, bytes: 'AAAA' }]))
+      .to.deep.equal([{ uploadId: 'upl_2', name: 'a.pdf', size: 0, uploadedAt: NOW }]);
+  });
+
+  it('forgets a kept upload before the service deletes it unclaimed, keeping the other answers', () => {
+    const claim = { uploadId: 'upl_1', name: 'photo.jpg', size: 2048, uploadedAt: NOW };
+    expect(UPLOAD_KEPT_MS).to.be.below(UPLOAD_UNCLAIMED_HOURS * 60 * 60 * 1000);
+    const text = draftText('frm_a', fields, { fld_name: 'Ada', fld_files: [claim] }, 0, NOW)!;
+    expect(readDraft(text, 'frm_a', fields, 1, NOW + UPLOAD_KEPT_MS)!.values).to.deep.equal({ fld_name: 'Ada', fld_files: [claim] });
+    expect(readDraft(text, 'frm_a', fields, 1, NOW + UPLOAD_KEPT_MS + 1)!.values).to.deep.equal({ fld_name: 'Ada' });
   });
 
   it('reads back what it stored, with the page reached, for the same form only', () => {

@@ -1,6 +1,7 @@
 // Answers that survive a closed tab (README "Hosted page"): the answers typed so far and the page
 // reached are kept in the browser's localStorage, one entry per form, for DRAFT_DAYS. Pure rules
 // (what may be kept, what a stored entry is worth) here; the page calls them (form.ts, KeptAnswers).
+import { UPLOAD_UNCLAIMED_HOURS } from '../../domain/files/rules';
 import type { Field } from '../../domain/forms/types';
 
 export const DRAFT_DAYS = 7;
@@ -8,12 +9,16 @@ export const DRAFT_TTL_MS = DRAFT_DAYS * 24 * 60 * 60 * 1000;
 const DRAFT_VERSION = 1;
 /** A clock a little ahead of the one that saved is tolerated; an entry from further in the future is not believed. */
 const CLOCK_SKEW_MS = 5 * 60 * 1000;
+/** A kept upload is forgotten an hour before the service deletes it unclaimed: a submission could not take it. */
+export const UPLOAD_KEPT_MS = (UPLOAD_UNCLAIMED_HOURS - 1) * 60 * 60 * 1000;
 
 /** An upload kept as its claim: the id the submission names and what the page shows of it, never its bytes. */
 export interface UploadClaim {
   uploadId: string;
   name: string;
   size: number;
+  /** When the upload finished (ms since the epoch). */
+  uploadedAt: number;
 }
 
 export interface Draft {
@@ -48,19 +53,32 @@ export function uploadClaims(value: unknown): UploadClaim[] | null {
   const claims: UploadClaim[] = [];
   for (const item of value) {
     if (!isRecord(item) || typeof item.uploadId !== 'string' || !item.uploadId || typeof item.name !== 'string') return null;
+    if (typeof item.uploadedAt !== 'number' || !Number.isFinite(item.uploadedAt)) return null;
     const size = typeof item.size === 'number' && Number.isFinite(item.size) && item.size >= 0 ? item.size : 0;
-    claims.push({ uploadId: item.uploadId, name: item.name, size });
+    claims.push({ uploadId: item.uploadId, name: item.name, size, uploadedAt: item.uploadedAt });
   }
   return claims;
 }
 
-/** What is kept of `values`: the keepable fields' answers only (undefined answers dropped). */
-export function keptValues(fields: Field[], values: Record<string, unknown>): Record<string, unknown> {
+/** The claims still young enough for a submission to take at `now`. */
+export function liveClaims(claims: UploadClaim[], now: number): UploadClaim[] {
+  return claims.filter((claim) => now - claim.uploadedAt <= UPLOAD_KEPT_MS);
+}
+
+/**
+ * What is kept of `values` at `now`: the keepable fields' answers only (undefined answers dropped), a
+ * file-upload field's as its claims still young enough to be submitted.
+ */
+export function keptValues(fields: Field[], values: Record<string, unknown>, now: number): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
   for (const field of fields) {
     const value = values[field.id];
     if (value === undefined || !keepable(field)) continue;
-    if (field.type === 'file-upload' && !uploadClaims(value)) continue;
+    if (field.type === 'file-upload') {
+      const claims = liveClaims(uploadClaims(value) ?? [], now);
+      if (claims.length) kept[field.id] = claims;
+      continue;
+    }
     kept[field.id] = value;
   }
   return kept;
@@ -68,7 +86,7 @@ export function keptValues(fields: Field[], values: Record<string, unknown>): Re
 
 /** The stored text of a draft of `formId`, or null when nothing is worth keeping. */
 export function draftText(formId: string, fields: Field[], values: Record<string, unknown>, page: number, now: number): string | null {
-  const kept = keptValues(fields, values);
+  const kept = keptValues(fields, values, now);
   if (!Object.keys(kept).length && page === 0) return null;
   return JSON.stringify({ v: DRAFT_VERSION, formId, savedAt: now, page, values: kept });
 }
@@ -91,7 +109,7 @@ export function readDraft(text: string | null, formId: string, fields: Field[], 
   if (typeof savedAt !== 'number' || !Number.isFinite(savedAt)) return null;
   if (now - savedAt > DRAFT_TTL_MS || savedAt - now > CLOCK_SKEW_MS) return null;
   if (!isRecord(values)) return null;
-  const kept = keptValues(fields, values);
+  const kept = keptValues(fields, values, now);
   const reached = typeof page === 'number' && Number.isInteger(page) && page >= 0 && page < pageCount ? page : 0;
   return { page: reached, values: kept, savedAt };
 }

@@ -28,6 +28,8 @@ interface Entry {
   removed: boolean;
   /** Settles when the current attempt has ended, whatever its outcome. */
   attempt: Promise<void>;
+  /** When the upload finished (ms since the epoch), for the answers kept in the browser. */
+  uploadedAt: number;
   readonly view: EntryView;
 }
 
@@ -153,6 +155,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       return fail(entry, outcome.message, reusable);
     }
     entry.state = 'done';
+    entry.uploadedAt = Date.now();
     show(entry, 'Uploaded');
     announce(`${file.name} uploaded.`);
   }
@@ -179,7 +182,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     const view = entryView(field, file, size);
     const entry: Entry = {
       file, size, type: declaredType(file), state: 'uploading', ticket, reusable: false, sending: null,
-      removed: false, attempt: Promise.resolve(), view,
+      removed: false, attempt: Promise.resolve(), uploadedAt: 0, view,
     };
     view.retry.addEventListener('click', () => {
       view.remove.focus();
@@ -241,7 +244,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     // Kept in the browser as claims, never bytes: the upload is already the service's.
     kept: () => {
       const claims = entries.filter((entry) => entry.state === 'done')
-        .map((entry) => ({ uploadId: entry.ticket!.uploadId, name: entry.file.name, size: entry.size }));
+        .map((entry) => ({ uploadId: entry.ticket!.uploadId, name: entry.file.name, size: entry.size, uploadedAt: entry.uploadedAt }));
       return claims.length ? claims : undefined;
     },
     restore: (kept) => {
@@ -255,6 +258,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
         if (attached().length >= limits.maxFiles) break;
         const entry = track(new File([], claim.name), claim.size, { uploadId: claim.uploadId, url: '', method: 'PUT', headers: {}, expiresAt: '' });
         entry.state = 'done';
+        entry.uploadedAt = claim.uploadedAt;
         show(entry, 'Uploaded');
       }
       updatePicker();
