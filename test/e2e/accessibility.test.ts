@@ -79,72 +79,74 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
   });
 
   const sizes = { phone: { viewport: PHONE, isMobile: true, hasTouch: true }, desktop: { viewport: DESKTOP } } as const;
+  // Each state is checked left to right and right to left (`dir="rtl"` on <html>, as a right-to-left
+  // language sets it), in the same visit.
   for (const theme of ['default', 'dark']) {
-    for (const dir of ['ltr', 'rtl']) {
-      for (const size of ['phone', 'desktop'] as const) {
-        it(`has no violation in any state: ${theme} theme, ${dir}, ${size}`, async () => {
-          const { context, page, problems } = await openPage(browser, { ...sizes[size], deviceScaleFactor: 1 });
-          try {
-            const found: Record<string, AxeViolation[]> = {};
-            const open = async (url: string) => {
-              await page.goto(url);
-              if (dir === 'rtl') await page.evaluate(() => { document.documentElement.dir = 'rtl'; });
-            };
-            const passed = new Set<string>();
-            const check = async (state: string) => {
+    for (const size of ['phone', 'desktop'] as const) {
+      it(`has no violation in any state, ltr and rtl: ${theme} theme, ${size}`, async () => {
+        const { context, page, problems } = await openPage(browser, { ...sizes[size], deviceScaleFactor: 1 });
+        try {
+          const found: Record<string, AxeViolation[]> = {};
+          const open = (url: string) => page.goto(url);
+          const passed = new Set<string>();
+          const check = async (state: string) => {
+            const original = await page.evaluate(() => document.documentElement.getAttribute('dir'));
+            for (const dir of ['ltr', 'rtl']) {
+              await page.evaluate((d) => { document.documentElement.dir = d; }, dir);
               const result = await axeViolations(page);
-              found[state] = result.violations;
+              found[`${state} (${dir})`] = result.violations;
               result.passed.forEach((id) => passed.add(id));
-            };
+            }
+            await page.evaluate((d) => { if (d) document.documentElement.dir = d; else document.documentElement.removeAttribute('dir'); }, original);
+          };
 
-            let releaseUpload!: () => void;
-            const held = new Promise<void>((resolve) => { releaseUpload = resolve; });
-            await page.route((url) => url.pathname.startsWith('/uploads/'), async (route) => {
-              if (route.request().method() !== 'PUT') return route.continue();
-              await held;
-              return route.continue().catch(() => undefined);
-            });
+          let releaseUpload!: () => void;
+          const held = new Promise<void>((resolve) => { releaseUpload = resolve; });
+          await page.route((url) => url.pathname.startsWith('/uploads/'), async (route) => {
+            if (route.request().method() !== 'PUT') return route.continue();
+            await held;
+            return route.continue().catch(() => undefined);
+          });
 
-            await open(`${t.url}/f/${forms[theme].id}`);
-            await check('page 1');
-            await page.locator('button.fs-button--primary').click();
-            await page.locator('#fs-fld_name-error').getByText(/./).waitFor();
-            await check('page 1, errors shown');
-            await fillPageOne(page);
-            await page.locator('button.fs-button--primary').click();
-            await page.locator('#fs-fld_rating-error').waitFor({ state: 'attached' });
-            await page.getByRole('heading', { name: 'Your opinion' }).waitFor();
-            await check('page 2');
-            await page.locator('#fs-fld_upload-input').setInputFiles({ name: 'photo.jpg', mimeType: 'image/jpeg', buffer: jpegBytes(64 * 1024) });
-            await page.locator('.fs-upload[data-state="uploading"]').waitFor();
-            await check('page 2, upload in progress');
-            await page.locator('button.fs-button--primary').click();
-            await page.locator('#fs-fld_rating-error').getByText(/./).waitFor();
-            await check('page 2, errors shown');
-            releaseUpload();
-            await page.locator('.fs-upload[data-state="done"]').waitFor();
+          await open(`${t.url}/f/${forms[theme].id}`);
+          await check('page 1');
+          await page.locator('button.fs-button--primary').click();
+          await page.locator('#fs-fld_name-error').getByText(/./).waitFor();
+          await check('page 1, errors shown');
+          await fillPageOne(page);
+          await page.locator('button.fs-button--primary').click();
+          await page.locator('#fs-fld_rating-error').waitFor({ state: 'attached' });
+          await page.getByRole('heading', { name: 'Your opinion' }).waitFor();
+          await check('page 2');
+          await page.locator('#fs-fld_upload-input').setInputFiles({ name: 'photo.jpg', mimeType: 'image/jpeg', buffer: jpegBytes(64 * 1024) });
+          await page.locator('.fs-upload[data-state="uploading"]').waitFor();
+          await check('page 2, upload in progress');
+          await page.locator('button.fs-button--primary').click();
+          await page.locator('#fs-fld_rating-error').getByText(/./).waitFor();
+          await check('page 2, errors shown');
+          releaseUpload();
+          await page.locator('.fs-upload[data-state="done"]').waitFor();
 
-            // Opened again: the answers kept from this visit are back, with "Start over".
-            await open(`${t.url}/f/${forms[theme].id}`);
-            await page.getByRole('button', { name: 'Start over' }).waitFor();
-            await check('answers kept from the last visit');
+          // Opened again: the answers kept from this visit are back, with "Start over".
+          await open(`${t.url}/f/${forms[theme].id}`);
+          await page.getByRole('button', { name: 'Start over' }).waitFor();
+          await check('answers kept from the last visit');
 
-            await open(`${t.url}/f/${payForms[theme].id}`);
-            await page.locator('input[name=cardnumber]').waitFor();
-            await check('payment field');
+          await open(`${t.url}/f/${payForms[theme].id}`);
+          await page.locator('input[name=cardnumber]').waitFor();
+          await check('payment field');
 
-            const report = Object.entries(found).flatMap(([state, violations]) =>
-              violations.map((v) => `${state}: ${v.id} (${v.impact}) on ${v.nodes.join(', ')}`));
-            if (process.env.A11Y_REPORT) console.log(JSON.stringify({ theme, dir, size, found }));
-            expect(report).to.deep.equal([]);
-            // The rules this issue is about did run on something.
-            expect([...passed]).to.include.members(['color-contrast', 'target-size', 'label', 'aria-valid-attr-value']);
-            expect(problems.filter((p) => !p.includes('ERR_ABORTED'))).to.deep.equal([]);
-          } finally {
-            await context.close();
-          }
-        });
-      }
+          const report = Object.entries(found).flatMap(([state, violations]) =>
+            violations.map((v) => `${state}: ${v.id} (${v.impact}) on ${v.nodes.join(', ')}`));
+          if (process.env.A11Y_REPORT) console.log(JSON.stringify({ theme, size, found }));
+          expect(report).to.deep.equal([]);
+          // The rules this issue is about did run on something.
+          expect([...passed]).to.include.members(['color-contrast', 'target-size', 'label', 'aria-valid-attr-value']);
+          expect(problems.filter((p) => !p.includes('ERR_ABORTED'))).to.deep.equal([]);
+        } finally {
+          await context.close();
+        }
+      });
     }
   }
 
