@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchBrowser, openPage, PHONE, requireChromium } from '../support/browser';
+import { launchBrowser, openPage, PHONE, requireChromium, SCREENSHOTS } from '../support/browser';
 import { fileServiceEnv, jpegBytes } from '../support/files';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
 import { everyFieldForm } from '../support/every-field-form';
@@ -95,6 +95,9 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
               await page.evaluate((d) => { document.documentElement.dir = d; }, dir);
               const result = await axeViolations(page);
               found[`${state} (${dir})`] = result.violations;
+              if (state === 'page 2, errors shown') {
+                await page.screenshot({ path: path.join(SCREENSHOTS, `accessibility-${theme}-${size}-${dir}-page-2-errors.png`), fullPage: true, animations: 'disabled' });
+              }
               result.passed.forEach((id) => passed.add(id));
             }
             await page.evaluate((d) => { if (d) document.documentElement.dir = d; else document.documentElement.removeAttribute('dir'); }, original);
