@@ -20,6 +20,8 @@ export interface FieldControl {
   /** See ControlParts. */
   busy?(): boolean;
   problem?(): string | null;
+  kept?(): unknown;
+  restore?(kept: unknown): void;
 }
 
 function fieldOptions(field: Field): FieldOption[] {
@@ -46,6 +48,8 @@ function finish(field: Field, parts: ControlParts, on: FieldHooks): FieldControl
     settled: parts.settled ?? (() => Promise.resolve()),
     busy: parts.busy,
     problem: parts.problem,
+    kept: parts.kept,
+    restore: parts.restore,
     setError(message) {
       if (error) error.textContent = message ?? '';
       element.classList.toggle('fs-invalid', !!message);

@@ -6,6 +6,7 @@ import { validateSubmission } from '../../domain/submissions/validate';
 import type { PublicFormJson } from '../../domain/public/types';
 import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
 import { h, visuallyHidden } from './dom';
+import { clearDraft, loadDraft, saveDraft } from './draft';
 import { createControl, FieldControl } from './fields';
 import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
@@ -54,6 +55,10 @@ class HostedForm {
   private readonly back: HTMLButtonElement;
   private readonly next: HTMLButtonElement;
   private readonly success: HTMLElement;
+  /** Says that answers kept from an earlier visit were put back, with "Start over". */
+  private readonly draftNotice: HTMLElement;
+  /** Each control's value before anything was filled in: what "Start over" puts back. */
+  private readonly blank = new Map<string, unknown>();
   private readonly challenge: Challenge | null;
   private readonly payments: PaymentFields | null;
   private visible = new Set<string>();
@@ -61,6 +66,9 @@ class HostedForm {
   private current = 0;
   private started = false;
   private busy = false;
+  /** The page holds answers of this person worth keeping in the browser (draft.ts). */
+  private dirty = false;
+  private submitted = false;
 
   constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
     this.structure = { pages: form.pages, fields: form.fields };
@@ -95,8 +103,12 @@ class HostedForm {
     this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, 'Back');
     this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, 'Next');
     const challengeSlot = h('div', { class: 'fs-challenge' });
+    const startOver = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary' }, 'Start over');
+    this.draftNotice = h('div', { class: 'fs-draft', hidden: true },
+      h('p', { class: 'fs-draft-text' }, 'Your answers from your last visit are filled in.'), startOver);
     const anyRequired = form.fields.some((field) => field.required && !field.hidden && field.type !== 'heading');
     this.formElement = h('form', { class: 'fs-form', novalidate: true, 'aria-labelledby': 'fs-title' },
+      this.draftNotice,
       anyRequired ? h('p', { class: 'fs-required-note' }, 'Questions marked ', h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden('with an asterisk'), ' are required.') : null,
       ...this.pages.map((page) => page.section),
       challengeSlot,
@@ -115,11 +127,14 @@ class HostedForm {
 
     this.challenge = form.botProtection ? createChallenge(challengeSlot, form.botProtection.siteKey) : null;
     this.back.addEventListener('click', () => this.goBack());
+    startOver.addEventListener('click', () => this.startOver());
     this.formElement.addEventListener('submit', (event) => {
       event.preventDefault();
       void this.advance();
     });
+    for (const [id, control] of this.controls) this.blank.set(id, this.keptValue(control));
     this.prefill(new URLSearchParams(window.location.search));
+    this.restoreDraft();
     this.refresh();
     this.track('view');
     this.payments?.resume().then((resumed) => resumed && this.resume(resumed.body.values, resumed.paid), () => undefined);
@@ -130,6 +145,61 @@ class HostedForm {
     for (const [id, value] of Object.entries(values)) this.controls.get(id)?.setValue(value);
     this.refresh();
     if (paid) void this.submit();
+  }
+
+  private keptValue(control: FieldControl): unknown {
+    return control.kept ? control.kept() : control.value();
+  }
+
+  private putBack(control: FieldControl, value: unknown): void {
+    if (control.restore) control.restore(value);
+    else control.setValue(value);
+  }
+
+  /** The answers kept from an earlier visit of this browser, and the page it reached. */
+  private restoreDraft(): void {
+    const draft = loadDraft(this.form.id, this.form.fields, this.pages.length);
+    if (!draft) return;
+    for (const [id, value] of Object.entries(draft.values)) {
+      const control = this.controls.get(id);
+      if (control) this.putBack(control, value);
+    }
+    this.dirty = true;
+    this.started = true;
+    this.draftNotice.hidden = false;
+    this.refresh();
+    if (draft.page > 0 && this.pageShown(draft.page)) this.goTo(draft.page);
+  }
+
+  private keepDraft(): void {
+    if (!this.dirty || this.submitted) return;
+    const values: Record<string, unknown> = {};
+    for (const [id, control] of this.controls) values[id] = this.keptValue(control);
+    saveDraft(this.form.id, this.form.fields, values, this.current);
+  }
+
+  /** "Start over": the kept answers are forgotten and the page is as first opened. */
+  private startOver(): void {
+    if (this.busy) return;
+    clearDraft(this.form.id);
+    this.dirty = false;
+    this.edited.clear();
+    for (const [id, control] of this.controls) {
+      if (!control.element) continue;
+      this.putBack(control, this.blank.get(id));
+      control.setError(null);
+    }
+    this.prefill(new URLSearchParams(window.location.search));
+    this.draftNotice.hidden = true;
+    this.refresh();
+    this.goTo(0);
+    if (!this.pages[0].heading) this.firstControl()?.focus();
+  }
+
+  private firstControl(): FieldControl | undefined {
+    return this.pages[this.current].fields
+      .map((field) => this.controls.get(field.id))
+      .find((control) => control?.element && !control.element.hidden && control.field.type !== 'heading');
   }
 
   private prefill(params: URLSearchParams): void {
@@ -175,7 +245,9 @@ class HostedForm {
       this.started = true;
       this.track('start');
     }
+    this.dirty = true;
     this.refresh();
+    this.keepDraft();
     const control = this.controls.get(field.id);
     // Once a field shows an error, it is re-checked as the person types, so the error goes as soon as it is fixed.
     if (control?.element?.classList.contains('fs-invalid')) control.setError(this.problems().get(field.id) ?? null);
@@ -233,6 +305,7 @@ class HostedForm {
     if (this.host) this.host.navigated();
     else if (this.card.getBoundingClientRect().top < 0) this.card.scrollIntoView({ block: 'start' });
     this.pages[index].heading?.focus({ preventScroll: true });
+    this.keepDraft();
   }
 
   private goBack(): void {
@@ -337,6 +410,8 @@ class HostedForm {
   }
 
   private succeed(submissionId: string): void {
+    this.submitted = true;
+    clearDraft(this.form.id);
     this.track('complete');
     const redirect = safeRedirectUrl(this.form.settings.redirectUrl, window.location.href);
     this.formElement.hidden = true;

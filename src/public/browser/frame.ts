@@ -24,6 +24,10 @@ export interface ControlParts {
   busy?: () => boolean;
   /** A problem only the control knows of (an upload that failed), or null. */
   problem?: () => string | null;
+  /** What the answers kept in the browser hold of it (draft.ts), when that differs from value(): an upload's claims. */
+  kept?: () => unknown;
+  /** Puts back what kept() gave, when setValue does not take it. */
+  restore?: (kept: unknown) => void;
 }
 
 export function describedBy(field: Field, ...extra: string[]): string {

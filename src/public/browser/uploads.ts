@@ -8,6 +8,7 @@ import { domId, h } from './dom';
 import { ControlParts, describedBy, FieldHooks, labelledFrame } from './frame';
 import { fileLimits } from '../../domain/files/rules';
 import { declaredType, fileRefusal, formatBytes, uploadHint } from './values';
+import { uploadClaims } from './draft';
 
 type UploadState = 'uploading' | 'done' | 'failed' | 'refused';
 
@@ -15,7 +16,9 @@ type UploadState = 'uploading' | 'done' | 'failed' | 'refused';
 const TICKET_MARGIN_MS = 60_000;
 
 interface Entry {
+  /** For an upload put back from the answers kept in the browser (draft.ts): an empty stand-in named as the upload. */
   readonly file: File;
+  readonly size: number;
   readonly type: string;
   state: UploadState;
   ticket: UploadTicket | null;
@@ -25,6 +28,8 @@ interface Entry {
   removed: boolean;
   /** Settles when the current attempt has ended, whatever its outcome. */
   attempt: Promise<void>;
+  /** When the upload finished (ms since the epoch), for the answers kept in the browser. */
+  uploadedAt: number;
   readonly view: EntryView;
 }
 
@@ -43,9 +48,9 @@ function percent(sent: number, size: number): number {
 
 let views = 0;
 
-function entryView(field: Field, file: File): EntryView {
+function entryView(field: Field, file: File, bytes: number): EntryView {
   const nameId = domId(field.id, `upload-${++views}`);
-  const size = formatBytes(file.size);
+  const size = formatBytes(bytes);
   const fill = h('span', { class: 'fs-progress-fill' });
   const bar = h('div', {
     class: 'fs-progress-track fs-upload-track', role: 'progressbar', 'aria-labelledby': nameId,
@@ -98,13 +103,13 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
 
   function show(entry: Entry, message: string, sent = 0): void {
     const { item, bar, fill, retry } = entry.view;
-    const shown = entry.state === 'done' ? 100 : percent(sent, entry.file.size);
+    const shown = entry.state === 'done' ? 100 : percent(sent, entry.size);
     item.dataset.state = entry.state;
     bar.hidden = entry.state === 'refused';
     bar.setAttribute('aria-valuenow', String(shown));
     bar.setAttribute('aria-valuetext', entry.state === 'done'
       ? `${entry.file.name} uploaded`
-      : `${shown}% of ${formatBytes(entry.file.size)} sent`);
+      : `${shown}% of ${formatBytes(entry.size)} sent`);
     fill.style.width = `${shown}%`;
     retry.hidden = entry.state !== 'failed';
     entry.view.message.textContent = message;
@@ -150,6 +155,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       return fail(entry, outcome.message, reusable);
     }
     entry.state = 'done';
+    entry.uploadedAt = Date.now();
     show(entry, 'Uploaded');
     announce(`${file.name} uploaded.`);
   }
@@ -172,11 +178,11 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     on.changed(field);
   }
 
-  function add(file: File): void {
-    const view = entryView(field, file);
+  function track(file: File, size: number, ticket: UploadTicket | null): Entry {
+    const view = entryView(field, file, size);
     const entry: Entry = {
-      file, type: declaredType(file), state: 'uploading', ticket: null, reusable: false, sending: null,
-      removed: false, attempt: Promise.resolve(), view,
+      file, size, type: declaredType(file), state: 'uploading', ticket, reusable: false, sending: null,
+      removed: false, attempt: Promise.resolve(), uploadedAt: 0, view,
     };
     view.retry.addEventListener('click', () => {
       view.remove.focus();
@@ -185,6 +191,11 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     view.remove.addEventListener('click', () => remove(entry));
     entries.push(entry);
     list.appendChild(view.item);
+    return entry;
+  }
+
+  function add(file: File): void {
+    const entry = track(file, file.size, null);
     const refusal = attached().length > limits.maxFiles
       ? `${file.name} was not attached: this question takes at most ${limits.maxFiles} ${limits.maxFiles === 1 ? 'file' : 'files'}.`
       : fileRefusal(limits, file);
@@ -230,6 +241,28 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       }
     },
     busy: () => entries.some((entry) => entry.state === 'uploading'),
+    // Kept in the browser as claims, never bytes: the upload is already the service's.
+    kept: () => {
+      const claims = entries.filter((entry) => entry.state === 'done')
+        .map((entry) => ({ uploadId: entry.ticket!.uploadId, name: entry.file.name, size: entry.size, uploadedAt: entry.uploadedAt }));
+      return claims.length ? claims : undefined;
+    },
+    restore: (kept) => {
+      for (const entry of [...entries]) {
+        entry.removed = true;
+        entry.sending?.abort();
+        entry.view.item.remove();
+      }
+      entries.length = 0;
+      for (const claim of uploadClaims(kept) ?? []) {
+        if (attached().length >= limits.maxFiles) break;
+        const entry = track(new File([], claim.name), claim.size, { uploadId: claim.uploadId, url: '', method: 'PUT', headers: {}, expiresAt: '' });
+        entry.state = 'done';
+        entry.uploadedAt = claim.uploadedAt;
+        show(entry, 'Uploaded');
+      }
+      updatePicker();
+    },
     problem: () => {
       const failed = entries.find((entry) => entry.state === 'failed');
       return failed ? `${failed.file.name} did not finish uploading. Retry it or remove it.` : null;
