@@ -1,5 +1,6 @@
 // HTML shell of the hosted form page (GET /f/{formId}); the browser bundle renders the form itself.
 import type { PublicFormJson, PublicTheme } from '../domain/public/types';
+import { CATALOGUES, DEFAULT_LANGUAGE, isLanguage, textDirection, type Language } from '../domain/public/messages';
 
 export interface HostedPageOptions {
   form: PublicFormJson;
@@ -137,10 +138,11 @@ export function hostedPageCsp(nonce: string, turnstileScriptUrl: string, stripeJ
 }
 
 /** A page's opening up to its title (`title` already escaped); notice pages stay out of search results. */
-function pageStart(theme: string, title: string, opts: { noindex: boolean }): string {
+function pageStart(theme: string, title: string, opts: { noindex: boolean; language?: Language }): string {
   const robots = opts.noindex ? '<meta name="robots" content="noindex">\n' : '';
+  const language = opts.language ?? DEFAULT_LANGUAGE;
   return `<!doctype html>
-<html lang="en" data-theme="${theme}">
+<html lang="${language}" dir="${textDirection(language)}" data-theme="${theme}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -154,13 +156,14 @@ export function renderHostedPage(opts: HostedPageOptions): string {
   const nonce = escapeHtml(cspNonce);
   const assets = escapeHtml(assetBase.replace(/\/+$/, ''));
   const title = escapeHtml(form.title);
+  const language: Language = isLanguage(form.language) ? form.language : DEFAULT_LANGUAGE;
   const challengeScript = form.botProtection
     ? `\n<script nonce="${nonce}" id="fs-turnstile-script" src="${escapeHtml(turnstileScriptUrl)}" async defer></script>`
     : '';
   const stripeScript = form.payments && stripeJsUrl
     ? `\n<script nonce="${nonce}" id="fs-stripe-script" src="${escapeHtml(stripeJsUrl)}" async></script>`
     : '';
-  return `${pageStart(themePreset(form.theme), title, { noindex: false })}
+  return `${pageStart(themePreset(form.theme), title, { noindex: false, language })}
 <link rel="stylesheet" href="${assets}/assets/form.css">
 ${themeStyle(form.theme, cspNonce)}
 <script nonce="${nonce}" src="${assets}/assets/form.js" defer></script>${challengeScript}${stripeScript}
@@ -170,7 +173,7 @@ ${themeStyle(form.theme, cspNonce)}
 <noscript>
 <div class="fs-card">
 <h1 class="fs-title">${title}</h1>
-<p>This form needs JavaScript to work. Please enable JavaScript in your browser and reload the page.</p>
+<p>${escapeHtml(CATALOGUES[language].noScript)}</p>
 </div>
 </noscript>
 </main>

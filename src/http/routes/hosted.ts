@@ -4,7 +4,7 @@ import type { AppContext } from '../../app';
 import { hostedPageCsp, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../hosted-page';
 import { describeError } from '../pipeline';
 import { metrics } from '../../lib/metrics';
-import { admitPublicRequest, publicClientKey, publicFormBuilder } from '../public-admission';
+import { admitPublicRequest, publicClientKey, publicFormBuilder, requestLanguage } from '../public-admission';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 import { serveAssets, sendText, type Asset } from '../static-assets';
@@ -53,7 +53,7 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       const { form } = admission;
       // A nonce is only worth something if no two responses share it: never cache the page.
       const nonce = randomBytes(18).toString('base64');
-      const publicForm = toPublicForm(form);
+      const publicForm = toPublicForm(form, requestLanguage(req, form));
       const stripeJsUrl = publicForm.payments ? app.config.stripeJsUrl : null;
       const takesFiles = publicForm.fields.some((field) => field.type === 'file-upload' && !field.hidden);
       const html = renderHostedPage({
@@ -62,6 +62,7 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       sendText(res, 200, 'text/html; charset=utf-8', html, {
         'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl, stripeJsUrl, takesFiles ? await uploadsGoTo() : null),
         'Cache-Control': 'no-store',
+        'Content-Language': publicForm.language,
       });
     } catch (err) {
       app.logger.error({ err: describeError(err), reqId: requestState(req).requestId }, 'hosted page failed');
