@@ -183,15 +183,15 @@ ${themeStyle(form.theme, cspNonce)}
 `;
 }
 
-function renderNoticePage(title: string, heading: string, text: string): string {
-  return `${pageStart('default', title, { noindex: true })}
+function renderNoticePage(title: string, heading: string, text: string, language: Language): string {
+  return `${pageStart('default', escapeHtml(title), { noindex: true, language })}
 <link rel="stylesheet" href="/assets/form.css">
 </head>
 <body>
 <main class="fs-shell">
 <div class="fs-card fs-notice">
-<h1 class="fs-title">${heading}</h1>
-<p>${text}</p>
+<h1 class="fs-title">${escapeHtml(heading)}</h1>
+<p>${escapeHtml(text)}</p>
 </div>
 </main>
 </body>
@@ -199,13 +199,18 @@ function renderNoticePage(title: string, heading: string, text: string): string 
 `;
 }
 
-export function renderNotFoundPage(): string {
-  return renderNoticePage('Form not found', "This form isn't available",
-    `The form you are looking for doesn't exist or is no longer accepting responses.
-If you followed a link, please check it with the person who shared it.`);
+export function renderNotFoundPage(language: Language = DEFAULT_LANGUAGE): string {
+  const words = CATALOGUES[language];
+  return renderNoticePage(words.notFoundTitle, words.notFoundHeading, words.notFoundText, language);
 }
 
-export function renderRateLimitedPage(): string {
-  return renderNoticePage('Too many requests', 'Too many requests',
-    'Too many requests came from your network in the last minute. Please wait a minute and reload the page.');
+export function renderRateLimitedPage(language: Language = DEFAULT_LANGUAGE): string {
+  const words = CATALOGUES[language];
+  return renderNoticePage(words.rateLimitedTitle, words.rateLimitedTitle, words.rateLimitedText, language);
+}
+
+/** What a person sees when the page could not be made (the details are in the log). */
+export function renderFailedPage(language: Language = DEFAULT_LANGUAGE): string {
+  const text = escapeHtml(CATALOGUES[language].pageFailed);
+  return `<!doctype html><html lang="${language}" dir="${textDirection(language)}"><title>${text}</title><p>${text}</p>`;
 }

@@ -49,14 +49,14 @@ function rateHeaders(decision: RateDecision): Record<string, string> {
 }
 
 /**
- * The language a public request is answered in: `?lang=`, else the form's `settings.language`, else
- * the request's Accept-Language, else English (domain/public/language.ts).
+ * The language a public request is answered in: `?lang=`, else the form's `settings.language` (none
+ * when no form is served), else the request's Accept-Language, else English (domain/public/language.ts).
  */
-export function requestLanguage(req: Request, form: CachedForm): Language {
+export function requestLanguage(req: Request, form: CachedForm | null): Language {
   const query = req.query && typeof req.query === 'object' ? (req.query as Record<string, unknown>).lang : undefined;
   const header = req.headers['accept-language'];
   return resolveLanguage({
-    query, pinned: form.settings?.language, acceptLanguage: typeof header === 'string' ? header : null,
+    query, pinned: form?.settings?.language, acceptLanguage: typeof header === 'string' ? header : null,
   });
 }
 

@@ -136,6 +136,16 @@ describe('languages', () => {
       const english = await call(t.url, 'GET', `/f/${form.id}?lang=sv`);
       expect(english.text).to.match(/<html lang="en" dir="ltr"/);
     });
+
+    it('says a form is not available in the language asked for', async () => {
+      const missing = await call(t.url, 'GET', '/f/form_doesNotExist1', { headers: { 'Accept-Language': 'de-CH, en;q=0.5' } });
+      expect(missing.status).to.equal(404);
+      expect(missing.text).to.match(/<html lang="de" dir="ltr"/);
+      expect(missing.text).to.include('Dieses Formular ist nicht verfügbar');
+      const arabic = await call(t.url, 'GET', '/f/form_doesNotExist1?lang=ar');
+      expect(arabic.text).to.match(/<html lang="ar" dir="rtl"/);
+      expect(arabic.text).to.include('هذا النموذج غير متاح');
+    });
   });
 
   describe('the language of a submission', () => {

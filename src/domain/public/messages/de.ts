@@ -125,5 +125,11 @@ export const de: Messages = {
   uploadStalled: 'Der Upload ist ins Stocken geraten. Bitte prüfen Sie Ihre Verbindung und versuchen Sie es erneut.',
   uploadTooMany: 'Gerade laufen zu viele Uploads. Bitte warten Sie {wait} und versuchen Sie es erneut.',
   uploadFailed: 'Der Upload ist fehlgeschlagen. Bitte versuchen Sie es erneut.',
+  notFoundTitle: 'Formular nicht gefunden',
+  notFoundHeading: 'Dieses Formular ist nicht verfügbar',
+  notFoundText: 'Das gesuchte Formular existiert nicht oder nimmt keine Antworten mehr an. Wenn Sie einem Link gefolgt sind, prüfen Sie ihn bitte mit der Person, die ihn geteilt hat.',
+  rateLimitedTitle: 'Zu viele Anfragen',
+  rateLimitedText: 'In der letzten Minute kamen zu viele Anfragen aus Ihrem Netzwerk. Bitte warten Sie eine Minute und laden Sie die Seite neu.',
+  pageFailed: 'Etwas ist schiefgelaufen. Bitte laden Sie die Seite neu.',
   listSeparator: ', ',
 };

@@ -126,5 +126,13 @@ export const en = {
   uploadStalled: 'The upload stopped moving. Please check your connection and try again.',
   uploadTooMany: 'Too many uploads right now. Please wait {wait} and try again.',
   uploadFailed: 'The upload did not go through. Please try again.',
+
+  // The hosted page's notices: a form that is not served, a client over its limit, a page that failed.
+  notFoundTitle: 'Form not found',
+  notFoundHeading: "This form isn't available",
+  notFoundText: "The form you are looking for doesn't exist or is no longer accepting responses. If you followed a link, please check it with the person who shared it.",
+  rateLimitedTitle: 'Too many requests',
+  rateLimitedText: 'Too many requests came from your network in the last minute. Please wait a minute and reload the page.',
+  pageFailed: 'Something went wrong. Please reload the page.',
   listSeparator: ', ',
 } as const;

@@ -125,5 +125,11 @@ export const es: Messages = {
   uploadStalled: 'La subida se ha detenido. Revise su conexión e inténtelo de nuevo.',
   uploadTooMany: 'Hay demasiadas subidas en este momento. Espere {wait} e inténtelo de nuevo.',
   uploadFailed: 'La subida no se completó. Inténtelo de nuevo.',
+  notFoundTitle: 'Formulario no encontrado',
+  notFoundHeading: 'Este formulario no está disponible',
+  notFoundText: 'El formulario que busca no existe o ya no acepta respuestas. Si ha seguido un enlace, compruébelo con la persona que lo compartió.',
+  rateLimitedTitle: 'Demasiadas solicitudes',
+  rateLimitedText: 'Llegaron demasiadas solicitudes desde su red en el último minuto. Espere un minuto y vuelva a cargar la página.',
+  pageFailed: 'Algo ha fallado. Vuelva a cargar la página.',
   listSeparator: ', ',
 };

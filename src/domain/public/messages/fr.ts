@@ -126,5 +126,11 @@ export const fr: Messages = {
   uploadStalled: 'Le téléversement s’est interrompu. Vérifiez votre connexion et réessayez.',
   uploadTooMany: 'Trop de téléversements en ce moment. Patientez {wait} et réessayez.',
   uploadFailed: 'Le téléversement n’a pas abouti. Veuillez réessayer.',
+  notFoundTitle: 'Formulaire introuvable',
+  notFoundHeading: 'Ce formulaire n’est pas disponible',
+  notFoundText: 'Le formulaire que vous cherchez n’existe pas ou n’accepte plus de réponses. Si vous avez suivi un lien, vérifiez-le auprès de la personne qui vous l’a transmis.',
+  rateLimitedTitle: 'Trop de requêtes',
+  rateLimitedText: 'Trop de requêtes sont venues de votre réseau au cours de la dernière minute. Patientez une minute, puis rechargez la page.',
+  pageFailed: 'Une erreur s’est produite. Veuillez recharger la page.',
   listSeparator: ', ',
 };

@@ -125,5 +125,11 @@ export const it: Messages = {
   uploadStalled: 'Il caricamento si è bloccato. Verifica la connessione e riprova.',
   uploadTooMany: 'Troppi caricamenti in questo momento. Attendi {wait} e riprova.',
   uploadFailed: 'Il caricamento non è riuscito. Riprova.',
+  notFoundTitle: 'Modulo non trovato',
+  notFoundHeading: 'Questo modulo non è disponibile',
+  notFoundText: 'Il modulo che cerchi non esiste o non accetta più risposte. Se hai seguito un link, verificalo con la persona che lo ha condiviso.',
+  rateLimitedTitle: 'Troppe richieste',
+  rateLimitedText: 'Nell’ultimo minuto sono arrivate troppe richieste dalla tua rete. Attendi un minuto e ricarica la pagina.',
+  pageFailed: 'Si è verificato un errore. Ricarica la pagina.',
   listSeparator: ', ',
 };

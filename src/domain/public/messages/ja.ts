@@ -125,5 +125,11 @@ export const ja: Messages = {
   uploadStalled: 'アップロードが止まりました。接続を確認して、もう一度お試しください。',
   uploadTooMany: '現在、アップロードが集中しています。{wait}待ってから、もう一度お試しください。',
   uploadFailed: 'アップロードできませんでした。もう一度お試しください。',
+  notFoundTitle: 'フォームが見つかりません',
+  notFoundHeading: 'このフォームは利用できません',
+  notFoundText: 'お探しのフォームは存在しないか、回答の受付を終了しています。リンクからアクセスした場合は、共有した方にリンクをご確認ください。',
+  rateLimitedTitle: 'リクエストが多すぎます',
+  rateLimitedText: '直近 1 分間にお使いのネットワークから多数のリクエストがありました。1 分待ってからページを再読み込みしてください。',
+  pageFailed: '問題が発生しました。ページを再読み込みしてください。',
   listSeparator: '、',
 };

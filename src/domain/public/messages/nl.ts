@@ -125,5 +125,11 @@ export const nl: Messages = {
   uploadStalled: 'Het uploaden is gestokt. Controleer uw verbinding en probeer het opnieuw.',
   uploadTooMany: 'Er lopen nu te veel uploads. Wacht {wait} en probeer het opnieuw.',
   uploadFailed: 'Het uploaden is mislukt. Probeer het opnieuw.',
+  notFoundTitle: 'Formulier niet gevonden',
+  notFoundHeading: 'Dit formulier is niet beschikbaar',
+  notFoundText: 'Het formulier dat u zoekt bestaat niet of neemt geen antwoorden meer aan. Hebt u een link gevolgd, controleer die dan bij degene die hem heeft gedeeld.',
+  rateLimitedTitle: 'Te veel verzoeken',
+  rateLimitedText: 'Er kwamen de afgelopen minuut te veel verzoeken van uw netwerk. Wacht een minuut en laad de pagina opnieuw.',
+  pageFailed: 'Er ging iets mis. Laad de pagina opnieuw.',
   listSeparator: ', ',
 };

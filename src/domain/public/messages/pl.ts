@@ -125,5 +125,11 @@ export const pl: Messages = {
   uploadStalled: 'Przesyłanie utknęło. Sprawdź połączenie i spróbuj ponownie.',
   uploadTooMany: 'W tej chwili przesyłanych jest zbyt wiele plików. Poczekaj {wait} i spróbuj ponownie.',
   uploadFailed: 'Przesyłanie nie powiodło się. Spróbuj ponownie.',
+  notFoundTitle: 'Nie znaleziono formularza',
+  notFoundHeading: 'Ten formularz jest niedostępny',
+  notFoundText: 'Szukany formularz nie istnieje lub nie przyjmuje już odpowiedzi. Jeśli kliknięto link, sprawdź go z osobą, która go udostępniła.',
+  rateLimitedTitle: 'Zbyt wiele żądań',
+  rateLimitedText: 'W ciągu ostatniej minuty z Twojej sieci przyszło zbyt wiele żądań. Poczekaj minutę i odśwież stronę.',
+  pageFailed: 'Coś poszło nie tak. Odśwież stronę.',
   listSeparator: ', ',
 };

@@ -125,5 +125,11 @@ export const pt: Messages = {
   uploadStalled: 'O carregamento parou. Verifique a sua ligação e tente novamente.',
   uploadTooMany: 'Demasiados carregamentos neste momento. Aguarde {wait} e tente novamente.',
   uploadFailed: 'O carregamento falhou. Tente novamente.',
+  notFoundTitle: 'Formulário não encontrado',
+  notFoundHeading: 'Este formulário não está disponível',
+  notFoundText: 'O formulário que procura não existe ou já não aceita respostas. Se seguiu uma ligação, confirme-a com a pessoa que a partilhou.',
+  rateLimitedTitle: 'Demasiados pedidos',
+  rateLimitedText: 'Chegaram demasiados pedidos da sua rede no último minuto. Aguarde um minuto e recarregue a página.',
+  pageFailed: 'Algo correu mal. Recarregue a página.',
   listSeparator: ', ',
 };
