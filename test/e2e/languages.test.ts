@@ -143,6 +143,17 @@ describe('hosted page in the respondent\'s language (browser)', function () {
       expect(Math.abs(text.right - box.right)).to.be.below(2);
       expect(text.left).to.be.above(box.left + (box.right - box.left) / 2);
       await shot(page, 'languages-ar-errors-phone');
+
+      await page.locator('#fs-fld_name-input').fill('أحمد');
+      await page.locator('#fs-fld_email-input').fill('ahmad@example.com');
+      await page.getByLabel('المطار').check();
+      await page.getByRole('button', { name: 'التالي' }).click();
+      await page.getByRole('button', { name: 'السابق' }).waitFor();
+      expect(await page.locator('.fs-progress-text').textContent()).to.match(/^الصفحة [2٢] من [2٢]$/);
+      await page.getByRole('button', { name: 'إرسال' }).click();
+      expect(await errorOf(page, 'fld_rating').textContent()).to.equal('يُرجى اختيار إجابة.');
+      expect(await page.locator('.fs-file-button').textContent()).to.equal('اختر ملفات');
+      await shot(page, 'languages-ar-page2-phone');
       expect(problems).to.deep.equal([]);
     } finally {
       await context.close();
