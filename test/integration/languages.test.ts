@@ -74,6 +74,7 @@ describe('languages', () => {
       expect(without.status, without.text).to.equal(200);
       expect(without.body.form.translations.fr.fields).to.deep.equal({ fld_color: { label: 'Couleur', options: { red: 'Rouge' } } });
       expect(without.body.form.translations.fr.title).to.equal('Formulaire de test');
+      expect(without.body.form.translations['pt-BR']).to.deep.equal({ title: 'Formulário' });
       const replaced = await api('PUT', `/v1/forms/${form.id}/structure`, { pages, fields, translations: { de: { title: 'Testformular' } } });
       expect(replaced.body.form.translations).to.deep.equal({ de: { title: 'Testformular' } });
     });

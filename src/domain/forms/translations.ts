@@ -101,14 +101,19 @@ export function keptTranslations(stored: FormTranslations | null | undefined, st
   const fields = new Map(structure.fields.map((field) => [field.id, field]));
   const kept: FormTranslations = {};
   for (const [tag, translation] of Object.entries(stored ?? {})) {
-    const next: FormTranslation = { ...translation, pages: {}, fields: {} };
-    for (const [id, page] of Object.entries(translation.pages ?? {})) if (pages.has(id)) next.pages![id] = page;
-    for (const [id, field] of Object.entries(translation.fields ?? {})) {
-      const known = fields.get(id);
-      if (!known) continue;
-      const values = optionValues(known);
-      const options = Object.fromEntries(Object.entries(field.options ?? {}).filter(([value]) => values.has(value)));
-      next.fields![id] = { ...field, ...(field.options ? { options } : {}) };
+    const next: FormTranslation = { ...translation };
+    if (translation.pages) {
+      next.pages = Object.fromEntries(Object.entries(translation.pages).filter(([id]) => pages.has(id)));
+    }
+    if (translation.fields) {
+      next.fields = {};
+      for (const [id, field] of Object.entries(translation.fields)) {
+        const known = fields.get(id);
+        if (!known) continue;
+        const values = optionValues(known);
+        const options = Object.fromEntries(Object.entries(field.options ?? {}).filter(([value]) => values.has(value)));
+        next.fields[id] = { ...field, ...(field.options ? { options } : {}) };
+      }
     }
     kept[tag] = next;
   }
