@@ -157,6 +157,9 @@ export function renderHostedPage(opts: HostedPageOptions): string {
   const assets = escapeHtml(assetBase.replace(/\/+$/, ''));
   const title = escapeHtml(form.title);
   const language: Language = isLanguage(form.language) ? form.language : DEFAULT_LANGUAGE;
+  // The bundle holds English; another language's words come with the page (src/public/browser/i18n.ts).
+  const words = language === DEFAULT_LANGUAGE ? ''
+    : `\n<script type="application/json" id="form-words">${jsonForScript(CATALOGUES[language])}</script>`;
   const challengeScript = form.botProtection
     ? `\n<script nonce="${nonce}" id="fs-turnstile-script" src="${escapeHtml(turnstileScriptUrl)}" async defer></script>`
     : '';
@@ -177,7 +180,7 @@ ${themeStyle(form.theme, cspNonce)}
 </div>
 </noscript>
 </main>
-<script type="application/json" id="form-data">${jsonForScript(form)}</script>
+<script type="application/json" id="form-data">${jsonForScript(form)}</script>${words}
 </body>
 </html>
 `;

@@ -2,7 +2,7 @@
 // puts the hosted page of the form in an iframe right after the tag, sizes it to its content and
 // announces completion with a `formservice:submitted` DOM event (cancelable: cancelling it stops
 // the redirect the form may be configured with).
-import { safeRedirectUrl } from './values';
+import { safeRedirectUrl } from './urls';
 
 const FORM_ID = /^form_[a-zA-Z0-9]+$/;
 const PROCESSED = 'data-formservice-embedded';

@@ -383,20 +383,25 @@ function requiredNote(): HTMLElement {
     h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden(t('requiredNoteSpoken')), after);
 }
 
-function readForm(): PublicFormJson | null {
-  const data = document.getElementById('form-data');
+/** The JSON a `<script type="application/json">` of the page holds, or null. */
+function readJson(id: string): unknown {
+  const data = document.getElementById(id);
   try {
-    return data && data.textContent ? JSON.parse(data.textContent) as PublicFormJson : null;
+    return data && data.textContent ? JSON.parse(data.textContent) : null;
   } catch {
     return null;
   }
+}
+
+function readForm(): PublicFormJson | null {
+  return readJson('form-data') as PublicFormJson | null;
 }
 
 function start(): void {
   const root = document.getElementById('fs-app');
   const form = readForm();
   if (!root) return;
-  useLanguage(form?.language ?? document.documentElement.lang);
+  useLanguage(form?.language ?? document.documentElement.lang, readJson('form-words'));
   if (!form) {
     root.replaceChildren(h('div', { class: 'fs-card fs-notice' }, h('p', {}, t('loadFailed'))));
     return;

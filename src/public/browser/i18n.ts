@@ -1,14 +1,22 @@
 // The hosted page's words: the catalogue of the page's language (src/domain/public/messages/), chosen
-// by the server (README.md "Languages") and named by the public form's `language` and `<html lang>`.
+// by the server (README.md "Languages"), named by the public form's `language` and `<html lang>`,
+// and carried by the page itself (`#form-words`, hosted-page.ts): the bundle holds English only.
 // Every text the page writes goes through `t`; the shared validator's English messages through
 // `problemText`.
-import { DEFAULT_LANGUAGE, isLanguage, translator, type Language, type MessageKey, type Params, type Translator } from '../../domain/public/messages';
+import { en } from '../../domain/public/messages/en';
+import { DEFAULT_LANGUAGE, isLanguage, translatorOf, type Language, type Params, type Translator } from '../../domain/public/messages/translator';
+import type { MessageKey, Messages } from '../../domain/public/messages/types';
 
-let current: Translator = translator(DEFAULT_LANGUAGE);
+let current: Translator = translatorOf(DEFAULT_LANGUAGE, en);
 
-/** Chooses the page's language once, before anything is rendered. */
-export function useLanguage(language: unknown): Language {
-  current = translator(isLanguage(language) ? language : DEFAULT_LANGUAGE);
+/**
+ * Chooses the page's language once, before anything is rendered, with the words the page carries
+ * for it; a word they lack (or words of another language) is said in English.
+ */
+export function useLanguage(language: unknown, words: unknown = null): Language {
+  const chosen = isLanguage(language) ? language : DEFAULT_LANGUAGE;
+  const given = chosen !== DEFAULT_LANGUAGE && words && typeof words === 'object' ? words as Partial<Messages> : {};
+  current = translatorOf(chosen, { ...en, ...given });
   return current.language;
 }
 

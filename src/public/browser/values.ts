@@ -116,16 +116,7 @@ export function networkFailure(): string {
   return t('networkFailure');
 }
 
-/** Only http(s) destinations are followed after a submission. */
-export function safeRedirectUrl(url: string | null | undefined, base: string): string | null {
-  if (!url) return null;
-  try {
-    const target = new URL(url, base);
-    return target.protocol === 'http:' || target.protocol === 'https:' ? target.href : null;
-  } catch {
-    return null;
-  }
-}
+export { safeRedirectUrl } from './urls';
 
 /** The type a file is declared with: the browser's guess, or the generic one when it has none. */
 export function declaredType(file: { type: string }): string {
