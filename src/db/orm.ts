@@ -23,6 +23,7 @@ import { Migration20261125100000_delivery_job_groups } from './migrations/Migrat
 import { Migration20261126000000_submission_day_counts } from './migrations/Migration20261126000000_submission_day_counts';
 import { Migration20261126100000_webhook_throttle } from './migrations/Migration20261126100000_webhook_throttle';
 import { Migration20261127000100_day_counts_heal } from './migrations/Migration20261127000100_day_counts_heal';
+import { Migration20261127000400_languages } from './migrations/Migration20261127000400_languages';
 
 export type { Em, Orm };
 
@@ -44,6 +45,7 @@ const MIGRATIONS = [
   { name: 'Migration20261126000000_submission_day_counts', class: Migration20261126000000_submission_day_counts },
   { name: 'Migration20261126100000_webhook_throttle', class: Migration20261126100000_webhook_throttle },
   { name: 'Migration20261127000100_day_counts_heal', class: Migration20261127000100_day_counts_heal },
+  { name: 'Migration20261127000400_languages', class: Migration20261127000400_languages },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

@@ -3,6 +3,7 @@ import { TtlCache } from '../../lib/ttl-cache';
 import type { FormStatus } from './entities';
 import { loadStructure } from './form-service';
 import { findLiveFormRow } from './store';
+import type { FormTranslations } from './translations';
 import type { FormStructure } from './types';
 
 export interface CachedForm {
@@ -12,6 +13,8 @@ export interface CachedForm {
   description: string | null;
   status: FormStatus;
   settings: Record<string, any>;
+  /** Translations of the texts per language tag (translations.ts); null: none. */
+  translations?: FormTranslations | null;
   updatedAt: Date;
   structure: FormStructure;
 }
@@ -76,7 +79,7 @@ export class FormCache {
     return {
       id: row.id, organizationId: row.organization_id, title: row.title, description: row.description,
       status: row.status,
-      settings: row.settings, updatedAt: new Date(row.updated_at), structure: await loadStructure(em, formId),
+      settings: row.settings, translations: row.translations, updatedAt: new Date(row.updated_at), structure: await loadStructure(em, formId),
     };
   }
 }

@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { Form, FormField, FormPage, type FormStatus } from './entities';
 import { sealSettings } from './settings';
+import { keptTranslations, type FormTranslations } from './translations';
 import type { Field, FormStructure, Page } from './types';
 
 export interface FormDetail {
@@ -16,6 +17,8 @@ export interface FormInput {
   slug?: string | null;
   status?: FormStatus;
   settings?: Record<string, any>;
+  /** Checked against the structure already (translationErrors). */
+  translations?: FormTranslations;
 }
 
 export type FormPatch = Partial<Pick<FormInput, 'title' | 'description' | 'slug' | 'status'>>;
@@ -106,7 +109,8 @@ export async function createForm(
   const form = Object.assign(new Form(), {
     id: newId('form'), organizationId, title: input.title, description: input.description ?? null,
     slug: input.slug ?? null, status: input.status ?? 'draft',
-    settings: sealSettings(input.settings ?? {}, null, encryptionKey), createdAt: now, updatedAt: now,
+    settings: sealSettings(input.settings ?? {}, null, encryptionKey), translations: input.translations ?? null,
+    createdAt: now, updatedAt: now,
   });
   await flushGuardingSlug(() => em.transactional(async (tx) => {
     // Pages and fields reference the form by a plain column, so the form row must exist first.
@@ -124,10 +128,14 @@ export async function updateFormMetadata(em: Em, organizationId: string, formId:
   return form;
 }
 
-/** Deletes every page and field and inserts the new ones in one transaction: all or nothing. */
+/**
+ * Deletes every page and field and inserts the new ones in one transaction: all or nothing.
+ * `translations` replace the stored ones; without them, the stored ones are kept where they still
+ * name a page, field or option of the new structure.
+ */
 export async function replaceStructure(
   em: Em, organizationId: string, formId: string, structure: FormStructure,
-  settings: Record<string, any> | undefined, encryptionKey: Buffer,
+  settings: Record<string, any> | undefined, encryptionKey: Buffer, translations?: FormTranslations,
 ): Promise<FormDetail | null> {
   return em.transactional(async (tx) => {
     const form = await tx.findOne(Form, { id: formId, organizationId, ...LIVE }, { lockMode: 4 /* PESSIMISTIC_WRITE */ });
@@ -136,6 +144,7 @@ export async function replaceStructure(
     await tx.nativeDelete(FormField, { formId });
     structureRows(tx, formId, structure);
     if (settings) form.settings = sealSettings(settings, form.settings, encryptionKey);
+    form.translations = translations ?? (form.translations ? keptTranslations(form.translations, structure) : null);
     form.updatedAt = new Date();
     return { form, ...structure };
   });

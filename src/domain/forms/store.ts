@@ -12,13 +12,14 @@ export interface FormRow {
   description: string | null;
   status: FormStatus;
   settings: Record<string, any>;
+  translations: Record<string, any> | null;
   updated_at: Date | string;
 }
 
 /** A form that is not deleted (the form cache's load). */
 export async function findLiveFormRow(em: Em, formId: string): Promise<FormRow | undefined> {
   const [row] = await em.getConnection().execute<FormRow[]>(
-    `select id, organization_id, title, description, status, settings, updated_at from forms where id = ? and deleted_at is null`,
+    `select id, organization_id, title, description, status, settings, translations, updated_at from forms where id = ? and deleted_at is null`,
     [formId],
   );
   return row;

@@ -8,11 +8,12 @@ import {
   checkSubmission, createSubmission, submitterErrors, submittableForm, type SubmissionDeps, type SubmissionRefusal,
 } from '../submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
+import { isLanguage, LANGUAGES } from './messages';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
-const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'captchaToken']);
+const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'captchaToken', 'language']);
 /** POST /check takes the submission's body without the challenge token: checking charges no one, so it needs none. */
-const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName']);
+const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'language']);
 
 export interface PublicSubmissionRequest {
   formId: string;
@@ -36,6 +37,10 @@ export function bodyProblem(body: unknown, keys: ReadonlySet<string> = BODY_KEYS
   if (unknown.length) return `Unknown properties: ${unknown.join(', ')}`;
   const values = (body as Record<string, unknown>).values;
   if (!values || typeof values !== 'object' || Array.isArray(values)) return 'Request body must contain a "values" object';
+  const language = (body as Record<string, unknown>).language;
+  if (language !== undefined && language !== null && !isLanguage(language)) {
+    return `"language" must be one of ${LANGUAGES.join(', ')} (the language the page was shown in)`;
+  }
   return null;
 }
 
@@ -66,6 +71,7 @@ export async function submitPublicForm(deps: SubmissionDeps, request: PublicSubm
     submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
     submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
     source: 'public',
+    language: isLanguage(body.language) ? body.language : null,
     metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
   });
   return result.ok ? { ok: true, submissionId: result.submission.id } : { ok: false, refusal: result.refusal };

@@ -28,6 +28,8 @@ export type PublicPage = Page & { fields: Field[] };
 
 export interface PublicFormJson {
   id: string;
+  /** The language its texts and the page's words are in (README.md "Languages"). */
+  language: string;
   title: string;
   description: string | null;
   settings: PublicFormSettings;

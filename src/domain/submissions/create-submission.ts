@@ -45,6 +45,8 @@ export interface SubmissionRequest {
   submitterEmail: string | null;
   submitterName: string | null;
   source: SubmissionSource;
+  /** See SubmissionInput. */
+  language?: string | null;
   idempotencyKey?: string | null;
   /** The whole request body, for the idempotency fingerprint. */
   requestBody?: unknown;
@@ -152,6 +154,8 @@ export interface SubmissionInput {
   submitterEmail: string | null;
   submitterName: string | null;
   source: SubmissionSource;
+  /** The hosted page's language (a supported one, checked by the public runtime); API submissions have none. */
+  language?: string | null;
   metadataErrors?: FieldError[];
 }
 
@@ -192,7 +196,7 @@ export async function checkSubmission(
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
     month: quotaMonth(createdAt), data: sealSensitive(form, values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
-    createdAt,
+    language: input.language ?? null, createdAt,
     claims: [
       ...(payment.intentId ? [{ kind: 'payment' as const, id: payment.intentId }] : []),
       ...uploads.map(({ uploadId }) => ({ kind: 'upload' as const, id: uploadId })),

@@ -11,6 +11,8 @@ export interface SubmissionRecord {
   data: Record<string, unknown>;
   submitterEmail: string | null;
   submitterName: string | null;
+  /** The hosted page's language; null for API submissions. */
+  language: string | null;
   createdAt: Date;
 }
 
@@ -23,7 +25,7 @@ export interface ListFilter extends TimeBounds {
 function toRecord(row: any): SubmissionRecord {
   return {
     id: row.id, formId: row.form_id, data: row.data, submitterEmail: row.submitter_email,
-    submitterName: row.submitter_name, createdAt: new Date(row.created_at),
+    submitterName: row.submitter_name, language: row.language ?? null, createdAt: new Date(row.created_at),
   };
 }
 

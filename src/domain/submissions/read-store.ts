@@ -14,6 +14,7 @@ export interface SubmissionReadRow {
   data: Record<string, unknown>;
   submitter_email: string | null;
   submitter_name: string | null;
+  language: string | null;
   created_at: Date | string;
 }
 
@@ -40,7 +41,7 @@ export async function readSubmissionPage(em: Em, organizationId: string, formId:
     : [formId, start.until.toISOString(), ...lowerParam, start.skip];
   return em.getConnection().execute<SubmissionReadRow[]>(
     `with start as materialized (${startSql})
-     select id, form_id, data, submitter_email, submitter_name, created_at from submissions
+     select id, form_id, data, submitter_email, submitter_name, language, created_at from submissions
       where organization_id = ? and form_id = ? ${lower}
         and created_at <= (select created_at from start)
         and (created_at < (select created_at from start) or id <= (select id from start))
@@ -53,7 +54,7 @@ export async function readSubmissionPage(em: Em, organizationId: string, formId:
 export async function findSubmissionRow(em: Em, organizationId: string, submissionId: string)
   : Promise<(SubmissionReadRow & { form_title: string }) | undefined> {
   const [row] = await em.getConnection().execute<Array<SubmissionReadRow & { form_title: string }>>(
-    `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title as form_title
+    `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.language, s.created_at, f.title as form_title
        from submissions s join forms f on f.id = s.form_id
       where s.id = ? and s.organization_id = ?`,
     [submissionId, organizationId],

@@ -36,6 +36,7 @@ export function presentFormDetail(detail: FormDetail) {
   return {
     ...presentFormSummary(detail.form),
     settings: presentSettings(detail.form.settings),
+    translations: detail.form.translations ?? {},
     pages: detail.pages.map(presentPage),
     fields: detail.fields.map(presentField),
   };

@@ -8,6 +8,7 @@ import {
 } from '../../domain/forms/form-service';
 import { UnresolvedMaskedToken } from '../../domain/forms/settings';
 import { normalizeStructure } from '../../domain/forms/structure';
+import { translationErrors, type FormTranslations } from '../../domain/forms/translations';
 import type { FormStructure } from '../../domain/forms/types';
 import { newId } from '../../lib/ids';
 import { errors } from '../errors';
@@ -31,6 +32,7 @@ const createSchema = Joi.object({
   pages: Joi.array(),
   fields: Joi.array(),
   settings: settingsSchema,
+  translations: Joi.any(),
 }).required();
 
 const updateSchema = Joi.object(metadata).min(1).required()
@@ -40,12 +42,21 @@ const structureSchema = Joi.object({
   pages: Joi.array().required(),
   fields: Joi.array().required(),
   settings: settingsSchema,
+  translations: Joi.any(),
 }).required();
 
 function structureOrFail(pages: unknown, fields: unknown): FormStructure {
   const result = normalizeStructure({ pages: pages ?? [], fields: fields ?? [] }, (prefix) => newId(prefix));
   if (!result.structure) throw errors.validation(result.errors, 'Form structure is invalid');
   return result.structure;
+}
+
+/** `translations` checked against the structure they translate (unknown ids, tags outside BCP 47: 400). */
+function translationsOrFail(translations: unknown, structure: FormStructure): FormTranslations | undefined {
+  if (translations === undefined) return undefined;
+  const problems = translationErrors(translations, structure);
+  if (problems.length) throw errors.validation(problems, 'Form translations are invalid');
+  return translations as FormTranslations;
 }
 
 function refusedFormWrite(err: unknown): never {
@@ -65,9 +76,10 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
   }));
 
   server.post('/v1/forms', authenticated(app, 'forms:write', async ({ em, organizationId, json }) => {
-    const input = validate<FormInput & { pages?: unknown[]; fields?: unknown[] }>(createSchema, json());
+    const input = validate<Omit<FormInput, 'translations'> & { pages?: unknown[]; fields?: unknown[]; translations?: unknown }>(createSchema, json());
     const structure = structureOrFail(input.pages, input.fields);
-    const detail = await createForm(em, organizationId, input, structure, app.encryptionKey).catch(refusedFormWrite);
+    const translations = translationsOrFail(input.translations, structure);
+    const detail = await createForm(em, organizationId, { ...input, translations }, structure, app.encryptionKey).catch(refusedFormWrite);
     return { status: 201, body: { form: presentFormDetail(detail) } };
   }));
 
@@ -93,9 +105,11 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     const body = json();
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw formNotFound();
-    const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any> }>(structureSchema, body);
+    const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any>; translations?: unknown }>(structureSchema, body);
     const structure = structureOrFail(input.pages, input.fields);
-    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey).catch(refusedFormWrite);
+    const translations = translationsOrFail(input.translations, structure);
+    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey, translations)
+      .catch(refusedFormWrite);
     if (!detail) throw formNotFound();
     app.forgetForm(formId);
     return { status: 200, body: { form: presentFormDetail(detail) } };

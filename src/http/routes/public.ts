@@ -11,7 +11,8 @@ import { publicRefusalError } from '../presenters/refusals';
 import { rateLimitClientKey } from '../../lib/client-ip';
 import { metrics } from '../../lib/metrics';
 import { annotate } from '../../lib/tracing';
-import { admitPublicRequest, publicFormBuilder } from '../public-admission';
+import { admitPublicRequest, publicFormBuilder, requestLanguage } from '../public-admission';
+import { isLanguageTag } from '../../domain/forms/translations';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
@@ -62,7 +63,15 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
 
   server.get('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-get', limit: publicRateLimitGet });
-    return { status: 200, body: toPublicForm(form), headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL } };
+    const lang = req.query?.lang;
+    if (lang !== undefined && (typeof lang !== 'string' || !isLanguageTag(lang))) {
+      throw new PublicError(400, { success: false, error: 'invalid_lang', message: 'lang must be a BCP 47 language tag such as fr or fr-FR' });
+    }
+    // The answer depends on Accept-Language unless ?lang= names a language: caches keep one per header.
+    return {
+      status: 200, body: toPublicForm(form, requestLanguage(req, form)),
+      headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL, Vary: 'Accept-Language' },
+    };
   }));
 
   server.opts('/public/forms/:formId/check', publicPreflight);

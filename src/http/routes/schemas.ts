@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import { INTEGRATION_ID } from '../../domain/forms/settings';
+import { LANGUAGES } from '../../domain/public/messages';
 import type { Request } from 'restify';
 
 export const FORM_ID = /^form_[a-zA-Z0-9]+$/;
@@ -23,6 +24,9 @@ export const settingsSchema = Joi.object({
   redirectUrl: Joi.string().uri({ scheme: ['http', 'https'] }).allow(null),
   submitButtonText: Joi.string().max(100),
   successMessage: Joi.string().max(2000),
+  /** Pins the hosted page's language (README.md "Languages"); null: the respondent's browser decides. */
+  language: Joi.string().valid(...LANGUAGES).allow(null)
+    .messages({ 'any.only': `language must be one of ${LANGUAGES.join(', ')}` }),
   botProtection: Joi.object({ enabled: Joi.boolean().required() }).unknown(true),
   theme: Joi.object({
     preset: Joi.string().max(50).allow(null),

@@ -1,5 +1,12 @@
 // Calls from the hosted page to the public runtime (same origin as the page).
-import { failureMessage, NETWORK_FAILURE, UPLOAD_STALLED, uploadFailureMessage } from './values';
+import { language, problemText, t } from './i18n';
+import { failureMessage, networkFailure, uploadFailureMessage, uploadStalled } from './values';
+
+/** A server's message in the page's language: the validator's own are translated; others, on a page not in English, give way to `fallback`. */
+function localized(message: string, fallback: string): string {
+  const shown = problemText(message);
+  return shown === message && language() !== 'en' ? fallback : shown;
+}
 
 export type AnalyticsEvent = 'view' | 'start' | 'complete';
 
@@ -8,6 +15,8 @@ export interface SubmissionBody {
   submitterEmail?: string;
   submitterName?: string;
   captchaToken?: string;
+  /** The page's language, recorded with the submission. */
+  language?: string;
 }
 
 export type SubmitOutcome =
@@ -38,7 +47,7 @@ function stringErrors(errors: unknown): Record<string, string> | null {
   if (!errors || typeof errors !== 'object' || Array.isArray(errors)) return null;
   const result: Record<string, string> = {};
   for (const [fieldId, message] of Object.entries(errors)) {
-    result[fieldId] = typeof message === 'string' ? message : 'This answer was not accepted.';
+    result[fieldId] = typeof message === 'string' ? localized(message, t('answerNotAccepted')) : t('answerNotAccepted');
   }
   return result;
 }
@@ -75,7 +84,7 @@ function refusal(response: Response, payload: any): { kind: 'field-errors'; erro
 
 export async function postSubmission(formId: string, body: SubmissionBody): Promise<SubmitOutcome> {
   const answer = await postJson(formPath(formId), body);
-  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  if (!answer) return { kind: 'failed', message: networkFailure() };
   const { response, payload } = answer;
   if (response.ok && payload && payload.success === true && typeof payload.submissionId === 'string') {
     return { kind: 'success', submissionId: payload.submissionId };
@@ -87,7 +96,7 @@ export async function postSubmission(formId: string, body: SubmissionBody): Prom
 export async function postCheck(formId: string, body: SubmissionBody): Promise<CheckOutcome> {
   const { captchaToken: _token, ...unchallenged } = body;
   const answer = await postJson(`${formPath(formId)}/check`, unchallenged);
-  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  if (!answer) return { kind: 'failed', message: networkFailure() };
   const { response, payload } = answer;
   if (response.ok && payload && payload.success === true) return { kind: 'success' };
   return refusal(response, payload);
@@ -143,15 +152,17 @@ function ticketOf(payload: any): UploadTicket | null {
 /** Asks the service where to send a file's bytes; the declared name, type and size are checked there. */
 export async function requestUpload(formId: string, upload: UploadRequest): Promise<TicketOutcome> {
   const answer = await postJson(`${formPath(formId)}/uploads`, upload);
-  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  if (!answer) return { kind: 'failed', message: networkFailure() };
   const { response, payload } = answer;
   const ticket = response.status === 201 ? ticketOf(payload) : null;
   if (ticket) return { kind: 'ticket', ticket };
   if (response.status === 400 || response.status === 422) {
     const onField = payload && payload.errors && typeof payload.errors[upload.fieldId] === 'string' ? payload.errors[upload.fieldId] : null;
     const message = onField ?? (payload && typeof payload.message === 'string' ? payload.message : null);
-    if (!message) return { kind: 'refused', message: `${upload.name} can't be attached to this question.` };
-    return { kind: 'refused', message: message.includes(upload.name) ? message : `${upload.name}: ${message}` };
+    const cantAttach = t('cantAttach', { name: upload.name });
+    if (!message) return { kind: 'refused', message: cantAttach };
+    const shown = localized(message, cantAttach);
+    return { kind: 'refused', message: shown.includes(upload.name) ? shown : `${upload.name}: ${shown}` };
   }
   if (response.status === 404) return { kind: 'refused', message: failureMessage(404) };
   return { kind: 'failed', message: uploadFailureMessage(response.status, response.headers.get('Retry-After')) };
@@ -190,7 +201,7 @@ export function sendUpload(ticket: UploadTicket, file: Blob, progress: (sent: nu
     xhr.addEventListener('load', () => (xhr.status >= 200 && xhr.status < 300 ? settle({ kind: 'sent' }) : failed(xhr.status)));
     xhr.addEventListener('error', () => failed(0));
     xhr.addEventListener('timeout', () => failed(0));
-    xhr.addEventListener('abort', () => (stalled ? settle({ kind: 'failed', status: 0, message: UPLOAD_STALLED }) : failed(0)));
+    xhr.addEventListener('abort', () => (stalled ? settle({ kind: 'failed', status: 0, message: uploadStalled() }) : failed(0)));
   });
   xhr.open(ticket.method || 'PUT', ticket.url);
   for (const [name, value] of Object.entries(ticket.headers)) {

@@ -11,6 +11,7 @@ import { createControl, FieldControl } from './fields';
 import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
 import { Challenge, createChallenge } from './turnstile';
+import { language, problemText, t, useLanguage } from './i18n';
 import { failureMessage, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
 
 interface PageView {
@@ -21,7 +22,6 @@ interface PageView {
 
 /** The public body limit is 1 MB; keep room for the challenge token. */
 const BODY_LIMIT = 1024 * 1024 - 8 * 1024;
-const CHALLENGE_FAILED = "We couldn't run the anti-spam check. Please check your connection (or content blocker) and try again.";
 
 function byOrder<T extends { order: number }>(items: T[]): T[] {
   return [...items].sort((a, b) => a.order - b.order);
@@ -79,7 +79,7 @@ class HostedForm {
 
     this.pages = layout.map((page, index) => {
       const heading = multiPage
-        ? h('h2', { class: 'fs-page-title', tabindex: -1 }, page.title || `Page ${index + 1}`)
+        ? h('h2', { class: 'fs-page-title', tabindex: -1 }, page.title || t('pageNumber', { n: index + 1 }))
         : null;
       const section = h('section', { class: 'fs-page' }, heading,
         page.description ? h('p', { class: 'fs-page-description' }, page.description) : null);
@@ -100,16 +100,16 @@ class HostedForm {
     this.progress = h('div', { class: 'fs-progress', hidden: !multiPage }, this.progressText, this.progressBar);
     this.alert = h('div', { class: 'fs-alert', role: 'alert' });
     this.status = h('p', { class: 'fs-status', role: 'status' });
-    this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, 'Back');
-    this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, 'Next');
+    this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, t('back'));
+    this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, t('next'));
     const challengeSlot = h('div', { class: 'fs-challenge' });
-    const startOver = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary' }, 'Start over');
+    const startOver = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary' }, t('startOver'));
     this.draftNotice = h('div', { class: 'fs-draft', hidden: true },
-      h('p', { class: 'fs-draft-text' }, 'Your answers from your last visit are filled in.'), startOver);
+      h('p', { class: 'fs-draft-text' }, t('draftRestored')), startOver);
     const anyRequired = form.fields.some((field) => field.required && !field.hidden && field.type !== 'heading');
     this.formElement = h('form', { class: 'fs-form', novalidate: true, 'aria-labelledby': 'fs-title' },
       this.draftNotice,
-      anyRequired ? h('p', { class: 'fs-required-note' }, 'Questions marked ', h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden('with an asterisk'), ' are required.') : null,
+      anyRequired ? requiredNote() : null,
       ...this.pages.map((page) => page.section),
       challengeSlot,
       this.alert,
@@ -231,7 +231,7 @@ class HostedForm {
     for (const field of check.missingRequired) {
       if (!this.controls.get(field.id)?.busy?.()) problems.set(field.id, requiredMessage(field));
     }
-    for (const error of check.errors) problems.set(error.field, error.message);
+    for (const error of check.errors) problems.set(error.field, problemText(error.message));
     for (const [id, control] of this.controls) {
       const own = this.visible.has(id) ? control.problem?.() : null;
       if (own) problems.set(id, own);
@@ -288,13 +288,14 @@ class HostedForm {
   private updateNavigation(): void {
     this.pages.forEach((page, index) => { page.section.hidden = index !== this.current; });
     this.back.hidden = this.step(-1) < 0;
-    if (!this.busy) this.next.textContent = this.step(1) < 0 ? this.form.settings.submitButtonText || 'Submit' : 'Next';
+    if (!this.busy) this.next.textContent = this.step(1) < 0 ? this.form.settings.submitButtonText || t('submit') : t('next');
     const shown = this.pages.map((_, index) => index).filter((index) => index === this.current || this.pageShown(index));
     const position = shown.indexOf(this.current) + 1;
-    this.progressText.textContent = `Page ${position} of ${shown.length}`;
+    const pageOf = t('pageOf', { position, total: shown.length });
+    this.progressText.textContent = pageOf;
     this.progressBar.setAttribute('aria-valuemax', String(shown.length));
     this.progressBar.setAttribute('aria-valuenow', String(position));
-    this.progressBar.setAttribute('aria-valuetext', `Page ${position} of ${shown.length}`);
+    this.progressBar.setAttribute('aria-valuetext', pageOf);
     this.progressFill.style.width = `${(position / shown.length) * 100}%`;
   }
 
@@ -345,12 +346,12 @@ class HostedForm {
     try {
       const controls = [...this.controls.values()];
       if (controls.some((control) => control.busy?.())) {
-        this.next.textContent = 'Finishing uploads…';
-        this.setStatus('Your answers will be sent as soon as your files have finished uploading.');
+        this.next.textContent = t('finishingUploads');
+        this.setStatus(t('waitingForUploads'));
       }
       await Promise.all(controls.map((control) => control.settled()));
       this.setStatus('');
-      this.next.textContent = 'Sending…';
+      this.next.textContent = t('sending');
       const problems = this.problems();
       const page = this.firstPageWithProblems(problems);
       if (page >= 0) {
@@ -359,7 +360,7 @@ class HostedForm {
         return;
       }
       const { values } = validateSubmission(this.structure, this.values());
-      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values) };
+      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values), language: language() };
       if (new Blob([JSON.stringify(body)]).size > BODY_LIMIT) return this.setAlert(failureMessage(413));
       if (this.payments) {
         const payment = await this.payments.pay(body, this.visible);
@@ -373,7 +374,7 @@ class HostedForm {
         try {
           body.captchaToken = await this.challenge.token();
         } catch {
-          return this.setAlert(CHALLENGE_FAILED);
+          return this.setAlert(t('challengeFailed'));
         }
       }
       const outcome = await postSubmission(this.form.id, body);
@@ -406,7 +407,7 @@ class HostedForm {
       this.goTo(first.page);
       first.control.focus();
     }
-    if (unplaced.length) this.setAlert(`Some answers were not accepted. ${unplaced.join(' ')}`);
+    if (unplaced.length) this.setAlert(t('notAccepted', { list: unplaced.join(' ') }));
   }
 
   private succeed(submissionId: string): void {
@@ -418,7 +419,7 @@ class HostedForm {
     this.progress.hidden = true;
     this.success.replaceChildren(
       h('span', { class: 'fs-success-icon', 'aria-hidden': 'true' }, '✓'),
-      h('p', { class: 'fs-success-message' }, this.form.settings.successMessage || 'Thank you!'));
+      h('p', { class: 'fs-success-message' }, this.form.settings.successMessage || t('thankYou')));
     this.success.hidden = false;
     this.success.focus();
     // An embedding page navigates itself (a framed page may not navigate its parent).
@@ -434,7 +435,7 @@ class HostedForm {
     this.next.classList.toggle('is-busy', busy);
     if (busy) {
       this.setAlert('');
-      this.next.textContent = 'Sending…';
+      this.next.textContent = t('sending');
     } else {
       this.updateNavigation();
     }
@@ -450,21 +451,34 @@ class HostedForm {
   }
 }
 
-function readForm(): PublicFormJson | null {
-  const data = document.getElementById('form-data');
+/** "Questions marked * are required.", the asterisk where the language puts it, spoken as words. */
+function requiredNote(): HTMLElement {
+  const [before, after = ''] = t('requiredNote').split('{mark}');
+  return h('p', { class: 'fs-required-note' }, before,
+    h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden(t('requiredNoteSpoken')), after);
+}
+
+/** The JSON a `<script type="application/json">` of the page holds, or null. */
+function readJson(id: string): unknown {
+  const data = document.getElementById(id);
   try {
-    return data && data.textContent ? JSON.parse(data.textContent) as PublicFormJson : null;
+    return data && data.textContent ? JSON.parse(data.textContent) : null;
   } catch {
     return null;
   }
+}
+
+function readForm(): PublicFormJson | null {
+  return readJson('form-data') as PublicFormJson | null;
 }
 
 function start(): void {
   const root = document.getElementById('fs-app');
   const form = readForm();
   if (!root) return;
+  useLanguage(form?.language ?? document.documentElement.lang, readJson('form-words'));
   if (!form) {
-    root.replaceChildren(h('div', { class: 'fs-card fs-notice' }, h('p', {}, 'This form could not be loaded. Please reload the page.')));
+    root.replaceChildren(h('div', { class: 'fs-card fs-notice' }, h('p', {}, t('loadFailed'))));
     return;
   }
   new HostedForm(form, root, connectToHost());

@@ -7,6 +7,7 @@ import { requestUpload, sendUpload, type Sending, type UploadTicket } from './ap
 import { domId, h } from './dom';
 import { ControlParts, describedBy, FieldHooks, labelledFrame } from './frame';
 import { fileLimits } from '../../domain/files/rules';
+import { percentText, t } from './i18n';
 import { declaredType, fileRefusal, formatBytes, uploadHint } from './values';
 import { uploadClaims } from './draft';
 
@@ -57,8 +58,8 @@ function entryView(field: Field, file: File, bytes: number): EntryView {
     'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': 0,
   }, fill);
   const message = h('p', { class: 'fs-upload-message' });
-  const retry = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': `Retry uploading ${file.name}`, hidden: true }, 'Retry');
-  const remove = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': `Remove ${file.name}` }, 'Remove');
+  const retry = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': t('retryLabel', { name: file.name }), hidden: true }, t('retry'));
+  const remove = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': t('removeLabel', { name: file.name }) }, t('remove'));
   const item = h('li', { class: 'fs-upload' },
     h('div', { class: 'fs-upload-head' },
       h('span', { class: 'fs-upload-name', id: nameId }, file.name),
@@ -82,7 +83,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   const pickText = h('span', { class: 'fs-file-button' });
   const picker = h('div', { class: 'fs-file-picker' }, input, h('label', { class: 'fs-file', for: id }, pickText));
   const hint = h('p', { class: 'fs-file-info', id: hintId }, uploadHint(limits));
-  const list = h('ul', { class: 'fs-uploads', 'aria-label': `Files for ${field.label}` });
+  const list = h('ul', { class: 'fs-uploads', 'aria-label': t('filesFor', { label: field.label }) });
   const announcer = h('p', { class: 'fs-sr-only', 'aria-live': 'polite' });
   const element = labelledFrame(field, id, picker, hint, list, announcer);
   const entries: Entry[] = [];
@@ -95,9 +96,9 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     const count = attached().length;
     const full = count >= limits.maxFiles;
     picker.hidden = full;
-    pickText.textContent = limits.maxFiles === 1 ? 'Choose a file' : count ? 'Add another file' : 'Choose files';
+    pickText.textContent = t(limits.maxFiles === 1 ? 'chooseFile' : count ? 'addAnotherFile' : 'chooseFiles');
     hint.textContent = full && limits.maxFiles > 1
-      ? `You have attached ${limits.maxFiles} files, the most this question takes.`
+      ? t('filesLimitReached', { count: limits.maxFiles })
       : uploadHint(limits);
   }
 
@@ -108,8 +109,8 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     bar.hidden = entry.state === 'refused';
     bar.setAttribute('aria-valuenow', String(shown));
     bar.setAttribute('aria-valuetext', entry.state === 'done'
-      ? `${entry.file.name} uploaded`
-      : `${shown}% of ${formatBytes(entry.size)} sent`);
+      ? t('uploadedName', { name: entry.file.name })
+      : t('uploadProgress', { percent: percentText(shown), size: formatBytes(entry.size) }));
     fill.style.width = `${shown}%`;
     retry.hidden = entry.state !== 'failed';
     entry.view.message.textContent = message;
@@ -118,8 +119,8 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   function fail(entry: Entry, message: string, reusable: boolean): void {
     entry.state = 'failed';
     entry.reusable = reusable;
-    show(entry, `Not uploaded. ${message}`);
-    announce(`${entry.file.name} did not upload. ${message}`);
+    show(entry, t('notUploaded', { message }));
+    announce(t('didNotUpload', { name: entry.file.name, message }));
   }
 
   function refuse(entry: Entry, message: string): void {
@@ -137,7 +138,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   async function upload(entry: Entry): Promise<void> {
     const { file } = entry;
     entry.state = 'uploading';
-    show(entry, 'Uploading…');
+    show(entry, t('uploading'));
     if (!ticketUsable(entry)) {
       const asked = await requestUpload(formId, { fieldId: field.id, name: file.name, type: entry.type, size: file.size });
       if (entry.removed) return;
@@ -145,7 +146,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       if (asked.kind === 'failed') return fail(entry, asked.message, false);
       entry.ticket = asked.ticket;
     }
-    entry.sending = sendUpload(entry.ticket!, file, (sent) => show(entry, `Uploading… ${percent(sent, file.size)}%`, sent));
+    entry.sending = sendUpload(entry.ticket!, file, (sent) => show(entry, t('uploadingPercent', { percent: percentText(percent(sent, file.size)) }), sent));
     const outcome = await entry.sending.done;
     entry.sending = null;
     if (entry.removed) return;
@@ -156,8 +157,8 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     }
     entry.state = 'done';
     entry.uploadedAt = Date.now();
-    show(entry, 'Uploaded');
-    announce(`${file.name} uploaded.`);
+    show(entry, t('uploaded'));
+    announce(t('uploadedAnnounce', { name: file.name }));
   }
 
   function start(entry: Entry): void {
@@ -173,7 +174,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     entries.splice(entries.indexOf(entry), 1);
     entry.view.item.remove();
     updatePicker();
-    announce(`${entry.file.name} removed.`);
+    announce(t('removedAnnounce', { name: entry.file.name }));
     input.focus();
     on.changed(field);
   }
@@ -197,10 +198,10 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   function add(file: File): void {
     const entry = track(file, file.size, null);
     const refusal = attached().length > limits.maxFiles
-      ? `${file.name} was not attached: this question takes at most ${limits.maxFiles} ${limits.maxFiles === 1 ? 'file' : 'files'}.`
+      ? t('tooManyFiles', { name: file.name, count: limits.maxFiles })
       : fileRefusal(limits, file);
     if (refusal) return refuse(entry, refusal);
-    announce(`Uploading ${file.name}, ${formatBytes(file.size)}.`);
+    announce(t('uploadingAnnounce', { name: file.name, size: formatBytes(file.size) }));
     start(entry);
   }
 
@@ -265,7 +266,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     },
     problem: () => {
       const failed = entries.find((entry) => entry.state === 'failed');
-      return failed ? `${failed.file.name} did not finish uploading. Retry it or remove it.` : null;
+      return failed ? t('unfinishedUpload', { name: failed.file.name }) : null;
     },
   };
 }

@@ -1,0 +1,166 @@
+// A form's translations of its own texts (README.md "Languages"): per BCP 47 language tag, the
+// title, description, page titles and descriptions, and field labels, placeholders, descriptions
+// and option labels. Stored beside the texts (forms.translations), checked against the structure
+// they translate, and laid over the texts per text for the public form. Values are never translated:
+// a submission stores option values whatever language the page was in.
+import Joi from 'joi';
+import type { Field, FormStructure, Page } from './types';
+import type { StructureError } from './structure';
+
+export interface PageTranslation { title?: string; description?: string }
+export interface FieldTranslation {
+  label?: string;
+  placeholder?: string;
+  description?: string;
+  options?: Record<string, string>;
+}
+export interface FormTranslation {
+  title?: string;
+  description?: string;
+  pages?: Record<string, PageTranslation>;
+  fields?: Record<string, FieldTranslation>;
+}
+export type FormTranslations = Record<string, FormTranslation>;
+
+export const MAX_TRANSLATION_LANGUAGES = 30;
+const RESERVED = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** A well-formed BCP 47 tag (as Intl.getCanonicalLocales accepts it), at most 35 characters. */
+export function isLanguageTag(tag: string): boolean {
+  if (tag.length < 2 || tag.length > 35 || !/^[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*$/.test(tag)) return false;
+  try {
+    return Intl.getCanonicalLocales(tag).length === 1;
+  } catch {
+    return false;
+  }
+}
+
+const text = (max: number) => Joi.string().max(max);
+const translationSchema = Joi.object({
+  title: text(500),
+  description: text(5000).allow(''),
+  pages: Joi.object().pattern(Joi.string(), Joi.object({ title: text(500).allow(''), description: text(5000).allow('') })),
+  fields: Joi.object().pattern(Joi.string(), Joi.object({
+    label: text(500).allow(''),
+    placeholder: text(500).allow(''),
+    description: text(5000).allow(''),
+    options: Joi.object().pattern(Joi.string(), text(500).allow('')),
+  })),
+});
+const translationsSchema = Joi.object().pattern(Joi.string(), translationSchema).max(MAX_TRANSLATION_LANGUAGES);
+
+function formatPath(path: (string | number)[]): string {
+  return path.map(String).join('.');
+}
+
+function optionValues(field: Field): Set<string> {
+  const options: unknown = field.config?.options;
+  return new Set(Array.isArray(options) ? options.map((option) => option?.value).filter((v): v is string => typeof v === 'string') : []);
+}
+
+/**
+ * Problems of `input` as the translations of `structure` (path and message, as structure errors
+ * are reported): a tag that is not BCP 47, a page, field or option value the structure does not
+ * have, options on a field that has none, text too long. None: it may be stored as it is.
+ */
+export function translationErrors(input: unknown, structure: FormStructure): StructureError[] {
+  const { error } = translationsSchema.validate(input, { abortEarly: false, convert: false, errors: { wrap: { label: false } } });
+  const errors: StructureError[] = (error?.details ?? []).map((detail) => ({
+    field: formatPath(['translations', ...detail.path]), message: detail.message,
+  }));
+  if (errors.length || !input || typeof input !== 'object') return errors;
+  const pages = new Set(structure.pages.map((page) => page.id));
+  const fields = new Map(structure.fields.map((field) => [field.id, field]));
+  for (const [tag, translation] of Object.entries(input as FormTranslations)) {
+    const at = `translations.${tag}`;
+    if (!isLanguageTag(tag)) errors.push({ field: at, message: `${tag} is not a BCP 47 language tag` });
+    for (const pageId of Object.keys(translation.pages ?? {})) {
+      if (!pages.has(pageId)) errors.push({ field: `${at}.pages.${pageId}`, message: `Unknown page ${pageId}` });
+    }
+    for (const [fieldId, field] of Object.entries(translation.fields ?? {})) {
+      const known = fields.get(fieldId);
+      if (!known) {
+        errors.push({ field: `${at}.fields.${fieldId}`, message: `Unknown field ${fieldId}` });
+        continue;
+      }
+      const values = optionValues(known);
+      for (const value of Object.keys(field.options ?? {})) {
+        if (!values.has(value)) errors.push({ field: `${at}.fields.${fieldId}.options.${value}`, message: `Field ${fieldId} has no option ${value}` });
+      }
+    }
+  }
+  return errors;
+}
+
+/**
+ * The stored translations still fitting a new structure (PUT /structure without `translations`):
+ * what names a page, field or option the structure no longer has is dropped, the rest kept.
+ */
+export function keptTranslations(stored: FormTranslations | null | undefined, structure: FormStructure): FormTranslations {
+  const pages = new Set(structure.pages.map((page) => page.id));
+  const fields = new Map(structure.fields.map((field) => [field.id, field]));
+  const kept: FormTranslations = {};
+  for (const [tag, translation] of Object.entries(stored ?? {})) {
+    const next: FormTranslation = { ...translation };
+    if (translation.pages) {
+      next.pages = Object.fromEntries(Object.entries(translation.pages).filter(([id]) => pages.has(id)));
+    }
+    if (translation.fields) {
+      next.fields = {};
+      for (const [id, field] of Object.entries(translation.fields)) {
+        const known = fields.get(id);
+        if (!known) continue;
+        const values = optionValues(known);
+        const options = Object.fromEntries(Object.entries(field.options ?? {}).filter(([value]) => values.has(value)));
+        next.fields[id] = { ...field, ...(field.options ? { options } : {}) };
+      }
+    }
+    kept[tag] = next;
+  }
+  return kept;
+}
+
+/** The translation for `language` (a primary subtag like `fr`): `fr` itself, else the first `fr-*` one. */
+export function translationFor(translations: FormTranslations | null | undefined, language: string): FormTranslation | null {
+  if (!translations) return null;
+  const wanted = language.toLowerCase();
+  const tags = Object.keys(translations);
+  const exact = tags.find((tag) => tag.toLowerCase() === wanted);
+  const regional = tags.find((tag) => tag.toLowerCase().split('-')[0] === wanted);
+  const tag = exact ?? regional;
+  return tag && !RESERVED.has(tag) ? translations[tag] : null;
+}
+
+function own<T>(record: Record<string, T> | undefined, key: string): T | undefined {
+  return record && !RESERVED.has(key) && Object.prototype.hasOwnProperty.call(record, key) ? record[key] : undefined;
+}
+
+/** A non-empty translated text, else the original: the fallback is per text. */
+function pick(translated: string | undefined, original: string): string;
+function pick(translated: string | undefined, original: string | null): string | null;
+function pick(translated: string | undefined, original: string | null): string | null {
+  return typeof translated === 'string' && translated.trim() !== '' ? translated : original;
+}
+
+export function translatePage(page: Page, translation: FormTranslation | null): Page {
+  const t = own(translation?.pages, page.id);
+  return t ? { ...page, title: pick(t.title, page.title), description: pick(t.description, page.description) } : page;
+}
+
+export function translateField(field: Field, translation: FormTranslation | null): Field {
+  const t = own(translation?.fields, field.id);
+  if (!t) return field;
+  const options: unknown = field.config?.options;
+  const translatedOptions = Array.isArray(options) && t.options
+    ? options.map((option) => (option && typeof option === 'object' && typeof option.value === 'string'
+      ? { ...option, label: pick(own(t.options, option.value), option.label) }
+      : option))
+    : options;
+  return {
+    ...field,
+    label: pick(t.label, field.label),
+    placeholder: pick(t.placeholder, field.placeholder),
+    description: pick(t.description, field.description),
+    config: Array.isArray(options) && t.options ? { ...field.config, options: translatedOptions } : field.config,
+  };
+}

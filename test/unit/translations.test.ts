@@ -1,0 +1,82 @@
+import { expect } from 'chai';
+import type { CachedForm } from '../../src/domain/forms/form-cache';
+import { isLanguageTag, keptTranslations, translationErrors, translationFor } from '../../src/domain/forms/translations';
+import type { FormStructure } from '../../src/domain/forms/types';
+import { buildPublicForm } from '../../src/domain/public/public-form';
+
+const structure: FormStructure = {
+  pages: [{ id: 'p1', title: 'About you', description: null, order: 0, conditionalLogic: null }],
+  fields: [
+    { id: 'fld_name', type: 'text', label: 'Name', placeholder: 'Jane', description: 'As on your ID', required: true, config: {}, validationRules: {}, order: 0, pageId: 'p1', conditionalLogic: null },
+    { id: 'fld_color', type: 'radio', label: 'Colour', placeholder: null, description: null, required: false,
+      config: { options: [{ label: 'Red', value: 'red' }, { label: 'Blue', value: 'blue' }] }, validationRules: {}, order: 1, pageId: 'p1', conditionalLogic: null },
+  ],
+};
+
+const french = {
+  title: 'Contact',
+  pages: { p1: { title: 'À propos de vous' } },
+  fields: { fld_name: { label: 'Nom', placeholder: '' }, fld_color: { label: 'Couleur', options: { red: 'Rouge' } } },
+};
+
+describe('form translations', () => {
+  it('accepts translations of known pages, fields and options under BCP 47 tags', () => {
+    expect(translationErrors({ fr: french, 'pt-BR': { title: 'Contato' }, 'zh-Hant-TW': {} }, structure)).to.deep.equal([]);
+  });
+
+  it('names every unknown page, field, option and malformed tag', () => {
+    const errors = translationErrors({
+      fr: { pages: { p9: { title: 'x' } }, fields: { fld_nope: { label: 'x' }, fld_color: { options: { green: 'Vert' } } } },
+      'not a tag': { title: 'x' },
+      en_GB: { title: 'x' },
+    }, structure);
+    expect(errors.map((error) => error.field)).to.have.members([
+      'translations.fr.pages.p9', 'translations.fr.fields.fld_nope', 'translations.fr.fields.fld_color.options.green',
+      'translations.not a tag', 'translations.en_GB',
+    ]);
+  });
+
+  it('refuses the wrong shapes', () => {
+    expect(translationErrors([], structure)).to.have.length.above(0);
+    expect(translationErrors({ fr: { title: 7 } }, structure)[0].field).to.equal('translations.fr.title');
+    expect(translationErrors({ fr: { fields: { fld_name: { label: 'x', hint: 'y' } } } }, structure)[0].field)
+      .to.equal('translations.fr.fields.fld_name.hint');
+  });
+
+  it('tells BCP 47 tags from other text', () => {
+    for (const tag of ['fr', 'fr-FR', 'es-419', 'zh-Hant-TW', 'sr-Latn']) expect(isLanguageTag(tag), tag).to.equal(true);
+    for (const tag of ['', 'f', 'fr_FR', 'fr-', '12', 'x'.repeat(40), '__proto__']) expect(isLanguageTag(tag), tag).to.equal(false);
+  });
+
+  it('finds the translation of a language, exact before regional', () => {
+    expect(translationFor({ 'fr-CA': { title: 'CA' }, fr: { title: 'FR' } }, 'fr')?.title).to.equal('FR');
+    expect(translationFor({ 'fr-CA': { title: 'CA' } }, 'fr')?.title).to.equal('CA');
+    expect(translationFor({ de: {} }, 'fr')).to.equal(null);
+    expect(translationFor(null, 'fr')).to.equal(null);
+  });
+
+  it('keeps what still fits a new structure, drops the rest', () => {
+    const kept = keptTranslations({ fr: { ...french, fields: { ...french.fields, fld_gone: { label: 'x' } } } },
+      { ...structure, fields: [structure.fields[1]] });
+    expect(kept.fr.fields).to.deep.equal({ fld_color: { label: 'Couleur', options: { red: 'Rouge' } } });
+    expect(kept.fr.pages).to.deep.equal({ p1: { title: 'À propos de vous' } });
+  });
+
+  it('answers the public form in the language, falling back per text, values untouched', () => {
+    const form: CachedForm = {
+      id: 'form_abc', organizationId: 'org_1', title: 'Contact us', description: 'Say hi', status: 'published',
+      settings: {}, translations: { fr: french }, updatedAt: new Date(), structure,
+    };
+    const json = buildPublicForm(form, { siteKey: null, analyticsToken: 't', language: 'fr' });
+    expect(json).to.include({ language: 'fr', title: 'Contact', description: 'Say hi' });
+    expect(json.settings).to.include({ submitButtonText: 'Envoyer', successMessage: 'Merci !' });
+    expect(json.pages[0].title).to.equal('À propos de vous');
+    const [name, color] = json.fields;
+    expect(name).to.include({ label: 'Nom', placeholder: 'Jane', description: 'As on your ID' });
+    expect(color.label).to.equal('Couleur');
+    expect(color.config.options).to.deep.equal([{ label: 'Rouge', value: 'red' }, { label: 'Blue', value: 'blue' }]);
+    const english = buildPublicForm(form, { siteKey: null, analyticsToken: 't' });
+    expect(english).to.include({ language: 'en', title: 'Contact us' });
+    expect(english.fields[1].config.options[0]).to.deep.equal({ label: 'Red', value: 'red' });
+  });
+});
