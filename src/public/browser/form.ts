@@ -6,6 +6,7 @@ import { validateSubmission } from '../../domain/submissions/validate';
 import type { PublicFormJson } from '../../domain/public/types';
 import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
 import { h, visuallyHidden } from './dom';
+import { PagesReached } from './drop-off';
 import { createControl, FieldControl } from './fields';
 import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
@@ -61,9 +62,11 @@ class HostedForm {
   private current = 0;
   private started = false;
   private busy = false;
+  private readonly pagesReached: PagesReached;
 
   constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
     this.structure = { pages: form.pages, fields: form.fields };
+    this.pagesReached = new PagesReached(form);
     const layout = layoutPages(form);
     const multiPage = layout.length > 1;
     const hooks = { changed: (field: Field) => this.changed(field), left: (field: Field) => this.left(field) };
@@ -122,6 +125,7 @@ class HostedForm {
     this.prefill(new URLSearchParams(window.location.search));
     this.refresh();
     this.track('view');
+    this.pagesReached.reached(this.current);
     this.payments?.resume().then((resumed) => resumed && this.resume(resumed.body.values, resumed.paid), () => undefined);
   }
 
@@ -228,6 +232,7 @@ class HostedForm {
 
   private goTo(index: number): void {
     this.current = index;
+    this.pagesReached.reached(index);
     this.setAlert('');
     this.updateNavigation();
     if (this.host) this.host.navigated();
