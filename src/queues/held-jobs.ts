@@ -20,6 +20,8 @@ export const DUE_AT_FIELD = 'fsDueAt';
  * after the move could recreate the key of a job already finished and removed).
  */
 export async function holdJobUntil(redis: Redis, job: Job, untilMs: number): Promise<void> {
-  await redis.hset(`${job.queueQualifiedName}:${job.id}`, DUE_AT_FIELD, String(Math.round(untilMs)));
+  // Best effort: a note that fails (a slow Redis on the fail-fast client) costs the gauge its
+  // precision for this job, never the job its hold.
+  await redis.hset(`${job.queueQualifiedName}:${job.id}`, DUE_AT_FIELD, String(Math.round(untilMs))).catch(() => undefined);
   await job.moveToDelayed(untilMs, job.token);
 }
