@@ -24,6 +24,7 @@ import { Migration20261126000000_submission_day_counts } from './migrations/Migr
 import { Migration20261126100000_webhook_throttle } from './migrations/Migration20261126100000_webhook_throttle';
 import { Migration20261127000100_day_counts_heal } from './migrations/Migration20261127000100_day_counts_heal';
 import { Migration20261127000400_languages } from './migrations/Migration20261127000400_languages';
+import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
 
 export type { Em, Orm };
 
@@ -46,6 +47,7 @@ const MIGRATIONS = [
   { name: 'Migration20261126100000_webhook_throttle', class: Migration20261126100000_webhook_throttle },
   { name: 'Migration20261127000100_day_counts_heal', class: Migration20261127000100_day_counts_heal },
   { name: 'Migration20261127000400_languages', class: Migration20261127000400_languages },
+  { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

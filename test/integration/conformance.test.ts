@@ -375,13 +375,13 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     expect(wrong.headers.get('x-ratelimit-remaining')).to.equal(String(before - 1));
   });
 
-  // The analytics answer has CONTRACT §9's four counts plus `completionRate`, which issue 5 asks for
-  // (a documented superset in openapi.yaml).
-  it('CONTRACT §9: GET /v1/forms/{id}/analytics answers {views, starts, completions, submissions} (+ completionRate)', async () => {
+  // The analytics answer has CONTRACT §9's four counts plus `completionRate`, which issue 5 asks for,
+  // and the drop-off of issue 42 (`reached` per page, `days`): a documented superset in openapi.yaml.
+  it('CONTRACT §9: GET /v1/forms/{id}/analytics answers {views, starts, completions, submissions} (+ completionRate, reached, days)', async () => {
     const form = await createPublishedForm(t.url, tenant.key, [field('fld_a', 'text')]);
     const res = await api('GET', `/v1/forms/${form.id}/analytics`);
-    expect(res.body).to.have.keys('views', 'starts', 'completions', 'submissions', 'completionRate');
-    expect(res.body).to.include({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null });
+    expect(res.body).to.have.keys('views', 'starts', 'completions', 'submissions', 'completionRate', 'reached', 'days');
+    expect(res.body).to.deep.include({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null, reached: {}, days: [] });
   });
 
   describe('CONTRACT §6 type checks, through the API', () => {

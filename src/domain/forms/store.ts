@@ -36,6 +36,56 @@ export async function incrementAnalyticsCounter(em: Em, formId: string, column: 
   );
 }
 
+/** One atomic upsert per event, as for the daily counters (see recordAnalyticsEvent). */
+export async function incrementPageReached(em: Em, formId: string, pageId: string, day: string): Promise<void> {
+  await em.getConnection().execute(
+    `insert into form_analytics_pages (form_id, day, page_id, reached) values (?, ?, ?, 1)
+     on conflict (form_id, day, page_id) do update set reached = form_analytics_pages.reached + 1`,
+    [formId, day, pageId], 'run',
+  );
+}
+
+export interface AnalyticsDayRow {
+  day: string;
+  views: number;
+  starts: number;
+  completions: number;
+}
+
+/** The daily counters of the form's days from `fromDay` (YYYY-MM-DD) on, oldest first. */
+export async function analyticsDays(em: Em, formId: string, fromDay: string): Promise<AnalyticsDayRow[]> {
+  const rows = await em.getConnection().execute(
+    `select to_char(day, 'YYYY-MM-DD') as day, views, starts, completions
+       from form_analytics_daily where form_id = ? and day >= ?::date order by day`,
+    [formId, fromDay],
+  );
+  return (rows as AnalyticsDayRow[]).map((r) => ({ day: r.day, views: r.views, starts: r.starts, completions: r.completions }));
+}
+
+/** Pages reached: per page over every day, and per (day, page) from `fromDay` on. */
+export async function pagesReached(em: Em, formId: string, fromDay: string): Promise<{
+  total: Array<{ pageId: string; reached: number }>;
+  days: Array<{ day: string; pageId: string; reached: number }>;
+}> {
+  const conn = em.getConnection();
+  const [total, days] = await Promise.all([
+    conn.execute(
+      `select page_id as "pageId", sum(reached)::int as reached
+         from form_analytics_pages where form_id = ? group by page_id`,
+      [formId],
+    ),
+    conn.execute(
+      `select to_char(day, 'YYYY-MM-DD') as day, page_id as "pageId", reached
+         from form_analytics_pages where form_id = ? and day >= ?::date order by day, page_id`,
+      [formId, fromDay],
+    ),
+  ]);
+  return {
+    total: total as Array<{ pageId: string; reached: number }>,
+    days: days as Array<{ day: string; pageId: string; reached: number }>,
+  };
+}
+
 /** The form's counters summed over every day. */
 export async function analyticsTotals(em: Em, formId: string): Promise<{ views: number; starts: number; completions: number }> {
   const [events] = await em.getConnection().execute(

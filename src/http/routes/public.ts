@@ -18,6 +18,8 @@ import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 
 const PUBLIC_FORM_CACHE_CONTROL = 'public, max-age=30';
+/** What an event's body may hold (`POST /public/forms/{id}/events`). */
+const EVENT_KEYS: ReadonlySet<string> = new Set(['token', 'type', 'page']);
 /**
  * Payment intents one form may have made per minute, whoever asks: with many client addresses a
  * stranger still cannot make Stripe create intents without bound.
@@ -128,10 +130,18 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   server.post('/public/forms/:formId/events', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-evt', limit: publicRateLimitGet });
     const body = parseJsonBody(req);
-    const { token, type } = (body && typeof body === 'object' ? body : {}) as Record<string, unknown>;
+    const event = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+    const { token, type, page } = event;
     if (!verifyAnalyticsToken(tokenKey, token, form.id)) throw new PublicError(400, { success: false, error: 'invalid_token' });
-    if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete');
-    await recordAnalyticsEvent(app.orm.em.fork(), form.id, type);
+    // Only counters are kept: no answer, no address; a body of anything else is refused.
+    const extra = Object.keys(event).filter((key) => !EVENT_KEYS.has(key));
+    if (extra.length) throw publicErrors.invalidData(`unknown properties: ${extra.slice(0, 5).join(', ')}`);
+    if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete, page');
+    if (type === 'page' && !(typeof page === 'string' && form.structure.pages.some((p) => p.id === page))) {
+      throw publicErrors.invalidData('page must be the id of one of the form\'s pages');
+    }
+    if (type !== 'page' && page !== undefined) throw publicErrors.invalidData('page goes only with type page');
+    await recordAnalyticsEvent(app.orm.em.fork(), form.id, type, { pageId: type === 'page' ? page as string : undefined });
     return { status: 204 };
   }));
 }

@@ -2,6 +2,7 @@ import Joi from 'joi';
 import { INTEGRATION_ID } from '../../domain/forms/settings';
 import { LANGUAGES } from '../../domain/public/messages';
 import type { Request } from 'restify';
+import { parseUtcInstant } from '../../lib/dates';
 
 export const FORM_ID = /^form_[a-zA-Z0-9]+$/;
 export const SUBMISSION_ID = /^sub_[a-zA-Z0-9]+$/;
@@ -16,6 +17,19 @@ export function submissionIdParam(req: Request): string | null {
   const id = req.params?.submissionId;
   return typeof id === 'string' && SUBMISSION_ID.test(id) ? id : null;
 }
+
+/**
+ * A query's or body's ISO 8601 date or date-time, kept as sent (whether it was a date alone decides
+ * the day semantics); a date-time without an offset is UTC (src/lib/dates.ts).
+ */
+export const dateOrDateTime = Joi.string().custom((value: string, helpers) =>
+  parseUtcInstant(value) === null ? helpers.message({ custom: '{{#label}} must be an ISO 8601 date or date-time' }) : value);
+
+/** An ISO 8601 date-time, as the instant it names (UTC where it gives no offset). */
+export const utcDateTime = Joi.any().custom((value: unknown, helpers) => {
+  const at = typeof value === 'string' && !/^\d{4}-\d{2}-\d{2}$/.test(value) ? parseUtcInstant(value) : null;
+  return at ?? helpers.message({ custom: '{{#label}} must be an ISO 8601 date-time' });
+});
 
 const cssSafe = Joi.alternatives(Joi.string().max(200), Joi.number());
 

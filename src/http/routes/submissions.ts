@@ -22,16 +22,11 @@ import { refusalToApiError } from '../presenters/refusals';
 import { presentBatchItem, presentSubmission, presentSubmissionListItem } from '../presenters/submissions';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
-import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
+import { dateOrDateTime, FORM_ID, formIdParam, submissionIdParam } from './schemas';
+import { isDateOnly, parseUtcInstant } from '../../lib/dates';
 
-const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
-
-/** Kept as sent (no conversion): whether it was a date alone decides the day semantics. */
-const isoDate = Joi.string().custom((value: string, helpers) =>
-  Number.isNaN(Date.parse(value)) || !/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value)
-    ? helpers.message({ custom: '{{#label}} must be an ISO 8601 date or date-time' })
-    : value);
+const isoDate = dateOrDateTime;
 
 const listQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),
@@ -55,10 +50,9 @@ const changesQuerySchema = Joi.object({
 
 /** A date alone covers its whole UTC day; a date-time is exact. */
 export function dateBounds(startDate?: string, endDate?: string): { from: Date | null; until: Date | null } {
-  const from = startDate ? new Date(DATE_ONLY.test(startDate) ? `${startDate}T00:00:00Z` : startDate) : null;
-  const until = endDate
-    ? new Date(DATE_ONLY.test(endDate) ? Date.parse(`${endDate}T00:00:00Z`) + DAY_MS : Date.parse(endDate) + 1)
-    : null;
+  const from = startDate ? parseUtcInstant(startDate) : null;
+  const end = endDate ? parseUtcInstant(endDate) : null;
+  const until = end && endDate ? new Date(end.getTime() + (isDateOnly(endDate) ? DAY_MS : 1)) : null;
   return { from, until };
 }
 

@@ -14,7 +14,7 @@ import { ApiError, errors } from '../errors';
 import { presentDelivery, presentWebhook } from '../presenters/webhooks';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
-import { FORM_ID } from './schemas';
+import { FORM_ID, utcDateTime } from './schemas';
 
 const WEBHOOK_ID = /^wh_[a-zA-Z0-9]+$/;
 const DELIVERY_ID = /^dlv_[a-zA-Z0-9]+$/;
@@ -47,11 +47,13 @@ const rotateSchema = Joi.object({
   graceSeconds: Joi.number().integer().min(0).max(MAX_ROTATION_GRACE_SECONDS).default(DEFAULT_ROTATION_GRACE_SECONDS),
 }).required();
 
-const dateTime = Joi.date().iso().messages({ 'date.format': '{{#label}} must be an ISO 8601 date-time' });
 const recoverSchema = Joi.object({
-  since: dateTime.required(),
-  until: dateTime.greater(Joi.ref('since')),
-}).required();
+  since: utcDateTime.required(),
+  until: utcDateTime,
+}).required().custom((window: { since: Date; until?: Date }, helpers) =>
+  window.until && window.until.getTime() <= window.since.getTime()
+    ? helpers.message({ custom: '"until" must be later than "since"' })
+    : window);
 
 const pageQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),

@@ -8,7 +8,7 @@ function localized(message: string, fallback: string): string {
   return shown === message && language() !== 'en' ? fallback : shown;
 }
 
-export type AnalyticsEvent = 'view' | 'start' | 'complete';
+export type AnalyticsEvent = 'view' | 'start' | 'complete' | 'page';
 
 export interface SubmissionBody {
   values: Record<string, unknown>;
@@ -31,9 +31,9 @@ function formPath(formId: string): string {
 }
 
 /** Fire-and-forget: analytics must never delay or break the form. */
-export function sendEvent(formId: string, token: string, type: AnalyticsEvent): void {
+export function sendEvent(formId: string, token: string, type: AnalyticsEvent, page?: string): void {
   const url = `${formPath(formId)}/events`;
-  const body = JSON.stringify({ token, type });
+  const body = JSON.stringify(page === undefined ? { token, type } : { token, type, page });
   try {
     if (navigator.sendBeacon && navigator.sendBeacon(url, new Blob([body], { type: 'application/json' }))) return;
   } catch {

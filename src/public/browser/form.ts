@@ -7,6 +7,7 @@ import type { PublicFormJson } from '../../domain/public/types';
 import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
 import { h, visuallyHidden } from './dom';
 import { clearDraft, loadDraft, saveDraft } from './draft';
+import { PagesReached } from './drop-off';
 import { createControl, FieldControl } from './fields';
 import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
@@ -69,9 +70,11 @@ class HostedForm {
   /** The page holds answers of this person worth keeping in the browser (draft.ts). */
   private dirty = false;
   private submitted = false;
+  private readonly pagesReached: PagesReached;
 
   constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
     this.structure = { pages: form.pages, fields: form.fields };
+    this.pagesReached = new PagesReached(form);
     const layout = layoutPages(form);
     const multiPage = layout.length > 1;
     const hooks = { changed: (field: Field) => this.changed(field), left: (field: Field) => this.left(field) };
@@ -137,6 +140,7 @@ class HostedForm {
     this.restoreDraft();
     this.refresh();
     this.track('view');
+    this.pagesReached.reached(this.current);
     this.payments?.resume().then((resumed) => resumed && this.resume(resumed.body.values, resumed.paid), () => undefined);
   }
 
@@ -301,6 +305,7 @@ class HostedForm {
 
   private goTo(index: number): void {
     this.current = index;
+    this.pagesReached.reached(index);
     this.setAlert('');
     this.updateNavigation();
     if (this.host) this.host.navigated();
