@@ -15,7 +15,7 @@ const page = (id: string, order: number): Page => ({ id, title: `Page ${id}`, de
 function cachedForm(extra: Partial<CachedForm> = {}): CachedForm {
   return {
     id: 'form_abc', organizationId: 'org_secret', title: 'Contact', description: 'Say hi', status: 'published',
-    settings: {}, updatedAt: new Date('2026-11-01T00:00:00Z'),
+    settings: {}, updatedAt: new Date('2026-11-01T00:00:00Z'), version: 1,
     structure: { pages: [], fields: [] },
     ...extra,
   };

@@ -3,6 +3,7 @@ import { TtlCache } from '../../lib/ttl-cache';
 import type { FormStatus } from './entities';
 import { loadStructure } from './form-service';
 import { findLiveFormRow } from './store';
+import { versionOf } from './versions';
 import type { FormStructure } from './types';
 
 export interface CachedForm {
@@ -13,6 +14,8 @@ export interface CachedForm {
   status: FormStatus;
   settings: Record<string, any>;
   updatedAt: Date;
+  /** The version of `structure` (forms/versions.ts): what submissions checked against it record. */
+  version: number;
   structure: FormStructure;
 }
 
@@ -73,10 +76,11 @@ export class FormCache {
     const em = this.orm.em.fork();
     const row = await findLiveFormRow(em, formId);
     if (!row) return null;
+    const { version, structure } = await versionOf(em, row, await loadStructure(em, formId), (tx) => loadStructure(tx, formId));
     return {
       id: row.id, organizationId: row.organization_id, title: row.title, description: row.description,
       status: row.status,
-      settings: row.settings, updatedAt: new Date(row.updated_at), structure: await loadStructure(em, formId),
+      settings: row.settings, updatedAt: new Date(row.updated_at), version, structure,
     };
   }
 }

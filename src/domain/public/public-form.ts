@@ -115,6 +115,7 @@ export function buildPublicForm(form: CachedForm, options: PublicFormOptions): P
     id: form.id,
     title: form.title,
     description: form.description ?? null,
+    version: form.version,
     settings: publicSettings(settings),
     botProtection: publicBotProtection(settings, options.siteKey),
     payments: options.publishableKey && fields.some((field) => field.type === 'payment')

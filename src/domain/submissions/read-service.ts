@@ -12,6 +12,8 @@ export interface SubmissionRecord {
   submitterEmail: string | null;
   submitterName: string | null;
   createdAt: Date;
+  /** Null: stored before form versions were recorded (README "Form versions"). */
+  formVersion: number | null;
 }
 
 /** Which page of a form's submissions a list reads, within which bounds. */
@@ -23,7 +25,7 @@ export interface ListFilter extends TimeBounds {
 function toRecord(row: any): SubmissionRecord {
   return {
     id: row.id, formId: row.form_id, data: row.data, submitterEmail: row.submitter_email,
-    submitterName: row.submitter_name, createdAt: new Date(row.created_at),
+    submitterName: row.submitter_name, createdAt: new Date(row.created_at), formVersion: row.form_version ?? null,
   };
 }
 
