@@ -1,3 +1,4 @@
+import { LockMode } from '@mikro-orm/core';
 import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { Form, FormField, FormPage, type FormStatus } from './entities';
@@ -144,7 +145,9 @@ export async function replaceStructure(
   settings: Record<string, any> | undefined, encryptionKey: Buffer,
 ): Promise<FormDetail | null> {
   return em.transactional(async (tx) => {
-    const form = await tx.findOne(Form, { id: formId, organizationId, ...LIVE }, { lockMode: 4 /* PESSIMISTIC_WRITE */ });
+    // PESSIMISTIC_WRITE (`for update`), which waits for a concurrent replacement; the literal 4 this
+    // once was is PESSIMISTIC_PARTIAL_WRITE (`skip locked`), which answered that replacement 404.
+    const form = await tx.findOne(Form, { id: formId, organizationId, ...LIVE }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!form) return null;
     const now = new Date();
     const before = await keepAsVersion(tx, form, await loadStructure(tx, formId), form.updatedAt);

@@ -1,6 +1,6 @@
 import type { Em } from '../../db/orm';
 import { findFormVersion, insertFormVersion, lockFormVersion, setFormVersion } from './store';
-import type { FormStructure } from './types';
+import type { Field, FormStructure, Page } from './types';
 
 // Form versions (README "Form versions"): a form's `version` is 1 at creation and +1 on each
 // replacement of its structure, made in the replacing transaction under the form row's lock, so
@@ -25,9 +25,31 @@ function canonical(value: unknown): string {
   return JSON.stringify(value ?? null);
 }
 
+/**
+ * A structure as a version keeps it (pure): every page and field with the properties the form
+ * detail shows, absent ones null (or false), in the shape `loadStructure` reads back, so that a
+ * structure as written and as read compare equal.
+ */
+export function keptShape(structure: FormStructure): FormStructure {
+  return {
+    pages: structure.pages.map((page: Page) => ({
+      id: page.id, title: page.title, description: page.description ?? null, order: page.order,
+      conditionalLogic: page.conditionalLogic ?? null,
+    })),
+    fields: structure.fields.map((field: Field) => ({
+      id: field.id, type: field.type, label: field.label, placeholder: field.placeholder ?? null,
+      description: field.description ?? null, required: field.required, config: field.config ?? {},
+      validationRules: field.validationRules ?? {}, order: field.order, pageId: field.pageId ?? null,
+      conditionalLogic: field.conditionalLogic ?? null, hidden: field.hidden ?? false,
+      ...(field.prefillParam ? { prefillParam: field.prefillParam } : {}),
+    })),
+  };
+}
+
 /** Whether a kept version holds exactly this structure (pure). */
 export function sameStructure(structure: FormStructure, kept: { pages: unknown[]; fields: unknown[] }): boolean {
-  return canonical(structure.pages) === canonical(kept.pages) && canonical(structure.fields) === canonical(kept.fields);
+  const shaped = keptShape(structure);
+  return canonical(shaped.pages) === canonical(kept.pages) && canonical(shaped.fields) === canonical(kept.fields);
 }
 
 /**
@@ -40,7 +62,7 @@ export async function keepAsVersion(tx: Em, form: { id: string; organizationId: 
   const kept = await findFormVersion(tx, form.id, form.version);
   if (!opts.next && kept && sameStructure(structure, kept)) return form.version;
   const version = kept ? form.version + 1 : form.version;
-  await insertFormVersion(tx, { formId: form.id, organizationId: form.organizationId, version, createdAt: at, ...structure });
+  await insertFormVersion(tx, { formId: form.id, organizationId: form.organizationId, version, createdAt: at, ...keptShape(structure) });
   if (version !== form.version) await setFormVersion(tx, form.id, version);
   return version;
 }
