@@ -35,7 +35,7 @@ describe('buildPublicForm', () => {
     });
     const json = buildPublicForm(form, OPTIONS);
     expect(Object.keys(json).sort()).to.deep.equal(
-      ['botProtection', 'description', 'fields', 'id', 'pages', 'payments', 'settings', 'telemetry', 'theme', 'title']);
+      ['botProtection', 'description', 'fields', 'id', 'pages', 'payments', 'settings', 'telemetry', 'theme', 'title', 'version']);
     expect(json).to.include({ id: 'form_abc', title: 'Contact', description: 'Say hi' });
     expect(json.settings).to.deep.equal({ redirectUrl: 'https://example.com/thanks', submitButtonText: 'Send', successMessage: 'Got it' });
     expect(json.telemetry).to.deep.equal({ analyticsToken: 'tok.sig' });

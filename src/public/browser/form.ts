@@ -10,7 +10,7 @@ import { createControl, FieldControl } from './fields';
 import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
 import { Challenge, createChallenge } from './turnstile';
-import { failureMessage, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
+import { failureMessage, formChangedNotice, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
 
 interface PageView {
   fields: Field[];
@@ -62,7 +62,9 @@ class HostedForm {
   private started = false;
   private busy = false;
 
-  constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
+  /** `carried`: the answers and notice of a page whose form changed under it (409 form_changed), shown again on the new version. */
+  constructor(private readonly form: PublicFormJson, private readonly root: HTMLElement, private readonly host: HostBridge | null,
+    carried: { values: Record<string, unknown>; notice: string } | null = null) {
     this.structure = { pages: form.pages, fields: form.fields };
     const layout = layoutPages(form);
     const multiPage = layout.length > 1;
@@ -120,6 +122,10 @@ class HostedForm {
       void this.advance();
     });
     this.prefill(new URLSearchParams(window.location.search));
+    if (carried) {
+      this.carry(carried.values, carried.notice);
+      return;
+    }
     this.refresh();
     this.track('view');
     this.payments?.resume().then((resumed) => resumed && this.resume(resumed.body.values, resumed.paid), () => undefined);
@@ -130,6 +136,27 @@ class HostedForm {
     for (const [id, value] of Object.entries(values)) this.controls.get(id)?.setValue(value);
     this.refresh();
     if (paid) void this.submit();
+  }
+
+  /** Keeps every answer whose question the new version still has, and says what changed. */
+  private carry(values: Record<string, unknown>, notice: string): void {
+    this.started = true;
+    for (const [id, value] of Object.entries(values)) {
+      try {
+        this.controls.get(id)?.setValue(value);
+      } catch {
+        // A question whose kind changed starts empty.
+      }
+    }
+    this.refresh();
+    this.setAlert(notice);
+  }
+
+  /** 409 form_changed: the page becomes the new version, keeping the answers it can. */
+  private formChanged(form: PublicFormJson): void {
+    const notice = formChangedNotice(this.form.fields, form.fields);
+    this.challenge?.reset();
+    new HostedForm(form, this.root, this.host, { values: this.values(), notice });
   }
 
   private prefill(params: URLSearchParams): void {
@@ -286,13 +313,14 @@ class HostedForm {
         return;
       }
       const { values } = validateSubmission(this.structure, this.values());
-      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values) };
+      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values), formVersion: this.form.version };
       if (new Blob([JSON.stringify(body)]).size > BODY_LIMIT) return this.setAlert(failureMessage(413));
       if (this.payments) {
         const payment = await this.payments.pay(body, this.visible);
         if (payment.kind === 'declined') return payment.control.focus();
         if (payment.kind === 'refused') {
           const refused = payment.outcome;
+          if (refused.kind === 'form-changed') return this.formChanged(refused.form);
           return refused.kind === 'field-errors' ? this.showServerErrors(refused.errors) : this.setAlert(refused.message);
         }
       }
@@ -306,6 +334,7 @@ class HostedForm {
       const outcome = await postSubmission(this.form.id, body);
       if (outcome.kind === 'success') return this.succeed(outcome.submissionId);
       if (outcome.kind === 'field-errors') return this.showServerErrors(outcome.errors);
+      if (outcome.kind === 'form-changed') return this.formChanged(outcome.form);
       this.setAlert(outcome.message);
     } finally {
       this.setStatus('');
