@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { BACKFILL_FORM_VERSIONS_SQL } from '../../src/db/migrations/Migration20261127000600_form_versions';
+import { FORM_CHANGED_NOTICE, formChangedNotice } from '../../src/public/browser/values';
 import { call, createKey, createPublishedForm, createTenant, fieldInput, seed, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
 // Form versions (README "Form versions"): versions kept per structure replacement, submissions
@@ -226,5 +227,44 @@ describe('form versions', () => {
     for (const bad of ['0', 'x', '1.5']) {
       expect((await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&version=${bad}`, { key: tenant.key })).status).to.equal(400);
     }
+  });
+  it('takes a form through three versions (a relabel; a removed field and a new required one), a submission under each', async () => {
+    const log = (label: string, value: unknown) => console.log(`      ${label}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
+    const hook = await call(t.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'demo', url: 'http://127.0.0.1:9/demo', events: ['submission.created'] } });
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    const pageAtV1 = (await call(t.url, 'GET', `/public/forms/${form.id}`)).body;
+    const ids: string[] = [];
+    ids.push((await submit(form.id, { fld_name: 'Ann', fld_email: 'ann@example.com', fld_topic: 'Sales' })).body.submission.id);
+    expect((await replace(form.id, V2)).body.form.version).to.equal(2); // "Topic" relabelled "Department"
+    ids.push((await submit(form.id, { fld_name: 'Bob', fld_email: 'bob@example.com', fld_topic: 'Support' })).body.submission.id);
+    expect((await replace(form.id, V4)).body.form.version).to.equal(3); // "Email" removed, "Phone" added, required
+    ids.push((await submit(form.id, { fld_name: 'Cy', fld_topic: 'Billing', fld_phone: '+1 555 0100' })).body.submission.id);
+
+    const events = new Map<string, any>();
+    for (const row of await t.app.orm.em.fork().getConnection().execute(
+      `select payload from webhook_deliveries where webhook_id = ?`, [hook.body.webhook.id])) {
+      const payload = typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload;
+      events.set(payload.data.submission.id, payload.data.submission);
+    }
+    for (const [i, id] of ids.entries()) {
+      const { submission } = (await call(t.url, 'GET', `/v1/submissions/${id}`, { key: tenant.key })).body;
+      log(`submission ${i + 1} detail`, { formVersion: submission.formVersion, data: submission.data, rawData: submission.rawData });
+      const event = events.get(id);
+      log(`submission ${i + 1} webhook`, { formVersion: event.formVersion, data: event.data, rawData: event.rawData });
+      expect(submission.formVersion).to.equal(i + 1);
+      expect(event.formVersion).to.equal(i + 1);
+    }
+    const csv = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv`, { key: tenant.key });
+    console.log(`      export (CSV):\n${csv.text.trim().split('\r\n').map((l) => `        ${l}`).join('\n')}`);
+    expect(csv.text.split('\r\n')[0]).to.equal('id,createdAt,submitterEmail,submitterName,formVersion,Full name,Department,Phone,Email');
+
+    // The respondent whose page loaded version 1 sends its answers after version 3 is out.
+    const late = await publicPost(form.id, { values: { fld_name: 'Dee', fld_email: 'dee@example.com', fld_topic: 'Legal' }, formVersion: 1 });
+    expect(late.status).to.equal(409);
+    log('respondent at version 1 gets', `${late.status} ${JSON.stringify({ error: late.body.error, message: late.body.message, form: { version: late.body.form.version, fields: late.body.form.fields.map((f: any) => `${f.id} "${f.label}"${f.required ? ' (required)' : ''}` ) } })}`);
+    const notice = formChangedNotice(pageAtV1.fields, late.body.form.fields);
+    log('and the hosted page tells them', notice);
+    expect(notice.startsWith(FORM_CHANGED_NOTICE.intro)).to.equal(true);
+    log('keeping the answers to', Object.keys({ fld_name: 1, fld_email: 1, fld_topic: 1 }).filter((id) => late.body.form.fields.some((f: any) => f.id === id)));
   });
 });
