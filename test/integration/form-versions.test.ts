@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { BACKFILL_FORM_VERSIONS_SQL } from '../../src/db/migrations/Migration20261127000600_form_versions';
 import { FORM_CHANGED_NOTICE, formChangedNotice } from '../../src/public/browser/values';
+import { feedSettled } from '../support/change-feed';
 import { call, createKey, createPublishedForm, createTenant, fieldInput, seed, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
 // Form versions (README "Form versions"): versions kept per structure replacement, submissions
@@ -152,6 +153,7 @@ describe('form versions', () => {
     expect(detail.body.submission.data).to.deep.equal({ 'Full name': 'Ann', Department: 'Sales' });
     const list = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions`, { key: tenant.key });
     expect(list.body.submissions.map((s: any) => s.formVersion)).to.deep.equal([2, 2, 1]);
+    await feedSettled();
     const feed = await call(t.url, 'GET', `/v1/submissions/changes?formId=${form.id}`, { key: tenant.key });
     expect(feed.body.changes.map((c: any) => c.submission.formVersion)).to.deep.equal([1, 2, 2]);
 
