@@ -25,6 +25,7 @@ import { Migration20261126100000_webhook_throttle } from './migrations/Migration
 import { Migration20261127000100_day_counts_heal } from './migrations/Migration20261127000100_day_counts_heal';
 import { Migration20261127000400_languages } from './migrations/Migration20261127000400_languages';
 import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
+import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
 
 export type { Em, Orm };
 
@@ -48,6 +49,7 @@ const MIGRATIONS = [
   { name: 'Migration20261127000100_day_counts_heal', class: Migration20261127000100_day_counts_heal },
   { name: 'Migration20261127000400_languages', class: Migration20261127000400_languages },
   { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
+  { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */

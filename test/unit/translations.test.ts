@@ -65,7 +65,7 @@ describe('form translations', () => {
   it('answers the public form in the language, falling back per text, values untouched', () => {
     const form: CachedForm = {
       id: 'form_abc', organizationId: 'org_1', title: 'Contact us', description: 'Say hi', status: 'published',
-      settings: {}, translations: { fr: french }, updatedAt: new Date(), structure,
+      settings: {}, translations: { fr: french }, updatedAt: new Date(), version: 1, structure,
     };
     const json = buildPublicForm(form, { siteKey: null, analyticsToken: 't', language: 'fr' });
     expect(json).to.include({ language: 'fr', title: 'Contact', description: 'Say hi' });

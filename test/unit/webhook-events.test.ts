@@ -69,7 +69,7 @@ describe('webhook events', () => {
           form: { id: 'form_8Hk2Lq9xZ', title: 'Contact us' },
           submission: {
             id: 'sub_4Rt7Vb2Nq', formId: 'form_8Hk2Lq9xZ', createdAt: '2026-11-03T16:41:05.000Z',
-            submitterEmail: 'ada@example.com', submitterName: null,
+            formVersion: null, submitterEmail: 'ada@example.com', submitterName: null,
             data: { Email: 'ada@example.com', 'Full name': 'Redacted', fld_gone: 'kept' },
             rawData: { fld_email: 'ada@example.com', fld_secret: 'Redacted', fld_gone: 'kept' },
           },

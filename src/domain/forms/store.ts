@@ -14,12 +14,13 @@ export interface FormRow {
   settings: Record<string, any>;
   translations: Record<string, any> | null;
   updated_at: Date | string;
+  version: number;
 }
 
 /** A form that is not deleted (the form cache's load). */
 export async function findLiveFormRow(em: Em, formId: string): Promise<FormRow | undefined> {
   const [row] = await em.getConnection().execute<FormRow[]>(
-    `select id, organization_id, title, description, status, settings, translations, updated_at from forms where id = ? and deleted_at is null`,
+    `select id, organization_id, title, description, status, settings, translations, updated_at, version from forms where id = ? and deleted_at is null`,
     [formId],
   );
   return row;
@@ -95,4 +96,84 @@ export async function analyticsTotals(em: Em, formId: string): Promise<{ views: 
     [formId],
   );
   return { views: events.views, starts: events.starts, completions: events.completions };
+}
+
+/** One kept version of a form's structure (`form_versions`). */
+export interface FormVersionRow {
+  version: number;
+  created_at: Date | string;
+  pages: unknown[];
+  fields: unknown[];
+}
+
+/** The form's version `version` as kept, or undefined; the form is the caller's to have checked. */
+export async function findFormVersion(em: Em, formId: string, version: number): Promise<FormVersionRow | undefined> {
+  const [row] = await em.execute<FormVersionRow[]>(
+    `select version, created_at, pages, fields from form_versions where form_id = ? and version = ?`, [formId, version],
+  );
+  return row;
+}
+
+/** Keeps a version; a version once kept is never changed (a second insert of it does nothing). */
+export async function insertFormVersion(em: Em, row: {
+  formId: string; organizationId: string; version: number; createdAt: Date; pages: unknown[]; fields: unknown[];
+}): Promise<void> {
+  await em.execute(
+    `insert into form_versions (form_id, version, organization_id, created_at, pages, fields)
+     values (?, ?, ?, ?, ?::jsonb, ?::jsonb) on conflict do nothing`,
+    [row.formId, row.version, row.organizationId, row.createdAt.toISOString(), JSON.stringify(row.pages), JSON.stringify(row.fields)], 'run',
+  );
+}
+
+/** The organization's form's version `version`, or undefined (GET /v1/forms/{id}/versions/{n}). */
+export async function findOrganizationFormVersion(em: Em, organizationId: string, formId: string, version: number)
+  : Promise<FormVersionRow | undefined> {
+  const [row] = await em.execute<FormVersionRow[]>(
+    `select version, created_at, pages, fields from form_versions where form_id = ? and version = ? and organization_id = ?`,
+    [formId, version, organizationId],
+  );
+  return row;
+}
+
+/** A page of the organization's form's versions, newest first, and how many there are. */
+export async function listFormVersions(em: Em, organizationId: string, formId: string, page: { limit: number; offset: number })
+  : Promise<{ items: Array<{ version: number; created_at: Date | string; field_count: number }>; total: number }> {
+  const [items, [count]] = await Promise.all([
+    em.execute<Array<{ version: number; created_at: Date | string; field_count: number }>>(
+      `select version, created_at, jsonb_array_length(fields) as field_count from form_versions
+        where form_id = ? and organization_id = ? order by version desc limit ? offset ?`,
+      [formId, organizationId, page.limit, page.offset],
+    ),
+    em.execute<Array<{ total: number }>>(`select count(*)::int as total from form_versions where form_id = ? and organization_id = ?`, [formId, organizationId]),
+  ]);
+  return { items, total: count.total };
+}
+
+/**
+ * Every field id any version of the form had, once, with the newest version that had it, its label
+ * and type there, and its position in that version: one row per distinct field, whatever the number
+ * of versions (the export's columns across versions).
+ */
+export async function fieldsOfAllVersions(em: Em, organizationId: string, formId: string)
+  : Promise<Array<{ id: string; label: string; type: string; version: number; position: number }>> {
+  return em.execute<Array<{ id: string; label: string; type: string; version: number; position: number }>>(
+    `select distinct on (f.value->>'id') f.value->>'id' as id, f.value->>'label' as label, f.value->>'type' as type,
+            v.version, f.ordinality::int as position
+       from form_versions v, jsonb_array_elements(v.fields) with ordinality f
+      where v.form_id = ? and v.organization_id = ?
+      order by f.value->>'id', v.version desc`,
+    [formId, organizationId],
+  );
+}
+
+/** The form row locked for its structure's change, with its version; undefined when it is gone. */
+export async function lockFormVersion(em: Em, formId: string): Promise<{ version: number; organization_id: string } | undefined> {
+  const [row] = await em.execute<Array<{ version: number; organization_id: string }>>(
+    `select version, organization_id from forms where id = ? for update`, [formId]);
+  return row;
+}
+
+/** Sets the form's version (its row is locked by the caller). */
+export async function setFormVersion(em: Em, formId: string, version: number): Promise<void> {
+  await em.execute(`update forms set version = ? where id = ?`, [version, formId], 'run');
 }

@@ -125,6 +125,7 @@ export function buildPublicForm(form: CachedForm, options: PublicFormOptions): P
     language,
     title,
     description,
+    version: form.version,
     settings: publicSettings(settings, language),
     botProtection: publicBotProtection(settings, options.siteKey),
     payments: options.publishableKey && fields.some((field) => field.type === 'payment')

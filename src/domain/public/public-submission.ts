@@ -5,15 +5,22 @@ import type { CachedForm } from '../forms/form-cache';
 import { effectiveQuota, quotaMonth } from '../quotas/quota';
 import { findQuotaStanding } from '../quotas/store';
 import {
-  checkSubmission, createSubmission, submitterErrors, submittableForm, type SubmissionDeps, type SubmissionRefusal,
+  checkSubmission, createSubmission, refusalOfChangedForm, submitterErrors, submittableForm, type SubmissionDeps,
+  type SubmissionRefusal,
 } from '../submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
 import { isLanguage, LANGUAGES } from './messages';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
-const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'captchaToken', 'language']);
+const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'formVersion', 'captchaToken', 'language']);
 /** POST /check takes the submission's body without the challenge token: checking charges no one, so it needs none. */
-const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'language']);
+const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'formVersion', 'language']);
+const MAX_VERSION = 2_147_483_647;
+
+/** The form version the answers were given to (`formVersion`, optional), as the body says it. */
+function answeredVersion(body: Record<string, unknown>): number | null {
+  return typeof body.formVersion === 'number' ? body.formVersion : null;
+}
 
 export interface PublicSubmissionRequest {
   formId: string;
@@ -40,6 +47,10 @@ export function bodyProblem(body: unknown, keys: ReadonlySet<string> = BODY_KEYS
   const language = (body as Record<string, unknown>).language;
   if (language !== undefined && language !== null && !isLanguage(language)) {
     return `"language" must be one of ${LANGUAGES.join(', ')} (the language the page was shown in)`;
+  }
+  const { formVersion } = body as Record<string, unknown>;
+  if (formVersion !== undefined && !(Number.isInteger(formVersion) && (formVersion as number) >= 1 && (formVersion as number) <= MAX_VERSION)) {
+    return '"formVersion" must be a positive integer (the public form\'s version)';
   }
   return null;
 }
@@ -73,6 +84,7 @@ export async function submitPublicForm(deps: SubmissionDeps, request: PublicSubm
     source: 'public',
     language: isLanguage(body.language) ? body.language : null,
     metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
+    formVersion: answeredVersion(body),
   });
   return result.ok ? { ok: true, submissionId: result.submission.id } : { ok: false, refusal: result.refusal };
 }
@@ -102,7 +114,7 @@ export async function checkPublicSubmission(deps: SubmissionDeps, request: { for
     source: 'public',
     metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
   }, null, { paymentMade: false });
-  if (!check.ok) return { ok: false, refusal: check.refusal };
+  if (!check.ok) return { ok: false, refusal: refusalOfChangedForm(answeredVersion(body), found.form, check.refusal) };
   if (await quotaReached(deps, found.form)) return { ok: false, refusal: { kind: 'quota_exceeded' } };
   return { ok: true };
 }

@@ -32,6 +32,8 @@ export interface PublicFormJson {
   language: string;
   title: string;
   description: string | null;
+  /** The structure's version: sent back as `formVersion` with the answers. */
+  version: number;
   settings: PublicFormSettings;
   botProtection: PublicBotProtection | null;
   /** Non-null when the form has a payment field and the service takes payments (Stripe keys set). */

@@ -52,11 +52,15 @@ export interface SubmissionRequest {
   requestBody?: unknown;
   /** Problems with the request's own metadata (e.g. submitterEmail), reported with field errors. */
   metadataErrors?: FieldError[];
+  /** The form version the answers were given to (the public runtime's `formVersion`); absent: not said. */
+  formVersion?: number | null;
 }
 
 export interface CreatedSubmission {
   id: string;
   formId: string;
+  /** The version of the form it was validated against and stored under. */
+  formVersion: number;
   createdAt: string;
 }
 
@@ -72,7 +76,9 @@ export type SubmissionRefusal =
   | { kind: 'payment_unavailable'; message: string }
   | { kind: 'idempotency_key_reused' }
   /** The first request with this Idempotency-Key is still running. */
-  | { kind: 'idempotency_key_in_use' };
+  | { kind: 'idempotency_key_in_use' }
+  /** Answers given to an earlier version of the form that the current version does not accept. */
+  | { kind: 'form_changed'; form: CachedForm };
 
 export type SubmissionResult =
   | { ok: true; submission: CreatedSubmission; replayed: boolean }
@@ -191,9 +197,11 @@ export async function checkSubmission(
 
   const submitter = submitterDetailsToStore(form.structure.fields, values, input);
   const createdAt = new Date();
-  const submission: CreatedSubmission = { id: newTimeOrderedId('sub', createdAt), formId: form.id, createdAt: createdAt.toISOString() };
+  const submission: CreatedSubmission = {
+    id: newTimeOrderedId('sub', createdAt), formId: form.id, formVersion: form.version, createdAt: createdAt.toISOString(),
+  };
   const row: SubmissionRow = {
-    id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
+    id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt, formVersion: form.version,
     month: quotaMonth(createdAt), data: sealSensitive(form, values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
     language: input.language ?? null, createdAt,
@@ -363,12 +371,22 @@ export async function underIdempotencyKey<T>(
   }
 }
 
+/**
+ * Answers given to version `answered` of a form that its current version refuses: `form_changed`
+ * (with the current form, for the page to show it) rather than the refusal, which names questions
+ * the person may never have seen. Answers the current version accepts are stored under it.
+ */
+export function refusalOfChangedForm(answered: number | null | undefined, form: CachedForm, refusal: SubmissionRefusal): SubmissionRefusal {
+  const validation = refusal.kind === 'invalid_data' || refusal.kind === 'missing_required' || refusal.kind === 'invalid_fields';
+  return validation && answered != null && answered !== form.version ? { kind: 'form_changed', form } : refusal;
+}
+
 async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, idem: IdempotencyClaim): Promise<SubmissionResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const found = await submittableForm(deps, request.organizationId, request.formId, attempt > 0);
     if ('refusal' in found) return refuse(found.refusal);
     const check = await checkSubmission(deps, found.form, request, idem);
-    if (!check.ok) return refuse(check.refusal);
+    if (!check.ok) return refuse(refusalOfChangedForm(request.formVersion, found.form, check.refusal));
     const result = await storeCheckedSubmission(deps, check.checked);
     if (result !== DECIDE_AGAIN) return result;
   }

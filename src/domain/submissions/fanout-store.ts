@@ -21,6 +21,7 @@ export interface FanoutSourceRow {
   submitter_email: string | null;
   submitter_name: string | null;
   created_at: Date | string;
+  form_version: number | null;
   title: string;
   settings: Record<string, any>;
   fields: Array<{ id: string; label: string }>;
@@ -30,7 +31,7 @@ export interface FanoutSourceRow {
 /** The submission, its form, the form's field labels and the matching enabled webhooks, in one round trip. */
 export async function findSubmissionForFanout(tx: Em, submissionId: string): Promise<FanoutSourceRow | undefined> {
   const [row] = await tx.execute<FanoutSourceRow[]>(
-    `select s.id, s.organization_id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title, f.settings,
+    `select s.id, s.organization_id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, s.form_version, f.title, f.settings,
             coalesce((select json_agg(json_build_object('id', ff.field_id, 'label', ff.label) order by ff.position, ff.pk)
                         from form_fields ff where ff.form_id = s.form_id), '[]') as fields,
             coalesce((select json_agg(w.id order by w.id) from webhooks w

@@ -14,6 +14,8 @@ export interface SubmissionRecord {
   /** The hosted page's language; null for API submissions. */
   language: string | null;
   createdAt: Date;
+  /** Null: stored before form versions were recorded (README "Form versions"). */
+  formVersion: number | null;
 }
 
 /** Which page of a form's submissions a list reads, within which bounds. */
@@ -26,6 +28,7 @@ function toRecord(row: any): SubmissionRecord {
   return {
     id: row.id, formId: row.form_id, data: row.data, submitterEmail: row.submitter_email,
     submitterName: row.submitter_name, language: row.language ?? null, createdAt: new Date(row.created_at),
+    formVersion: row.form_version ?? null,
   };
 }
 

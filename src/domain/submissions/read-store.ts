@@ -16,6 +16,8 @@ export interface SubmissionReadRow {
   submitter_name: string | null;
   language: string | null;
   created_at: Date | string;
+  /** The form version it was validated against; null when not recorded (stored before versions). */
+  form_version: number | null;
 }
 
 /**
@@ -41,7 +43,7 @@ export async function readSubmissionPage(em: Em, organizationId: string, formId:
     : [formId, start.until.toISOString(), ...lowerParam, start.skip];
   return em.getConnection().execute<SubmissionReadRow[]>(
     `with start as materialized (${startSql})
-     select id, form_id, data, submitter_email, submitter_name, language, created_at from submissions
+     select id, form_id, data, submitter_email, submitter_name, language, created_at, form_version from submissions
       where organization_id = ? and form_id = ? ${lower}
         and created_at <= (select created_at from start)
         and (created_at < (select created_at from start) or id <= (select id from start))
@@ -54,7 +56,7 @@ export async function readSubmissionPage(em: Em, organizationId: string, formId:
 export async function findSubmissionRow(em: Em, organizationId: string, submissionId: string)
   : Promise<(SubmissionReadRow & { form_title: string }) | undefined> {
   const [row] = await em.getConnection().execute<Array<SubmissionReadRow & { form_title: string }>>(
-    `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.language, s.created_at, f.title as form_title
+    `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.language, s.created_at, s.form_version, f.title as form_title
        from submissions s join forms f on f.id = s.form_id
       where s.id = ? and s.organization_id = ?`,
     [submissionId, organizationId],
@@ -67,7 +69,7 @@ export async function readChangeRows(em: Em, organizationId: string, opts: { aft
   : Promise<any[]> {
   return em.getConnection().execute(
     `select c.xid::text as xid, c.position::text as position, c.type, c.submission_id, c.form_id, c.occurred_at,
-            s.id as live_id, s.submitter_email, s.submitter_name, s.created_at, s.data
+            s.id as live_id, s.submitter_email, s.submitter_name, s.created_at, s.data, s.form_version
        from submission_changes c
        left join submissions s
          on c.type = 'submission.created' and s.id = c.submission_id and s.organization_id = c.organization_id
@@ -85,14 +87,15 @@ export function beginExportSql(statementTimeoutMs: number): string {
 }
 
 /** The export's cursor: the form's submissions in the bounds, oldest first (positional parameters). */
-export function exportRowsQuery(organizationId: string, formId: string, bounds: { from: Date | null; until: Date | null })
+export function exportRowsQuery(organizationId: string, formId: string, bounds: { from: Date | null; until: Date | null; version?: number | null })
   : { text: string; values: unknown[] } {
   const where = ['organization_id = $1', 'form_id = $2'];
   const values: unknown[] = [organizationId, formId];
+  if (bounds.version) { values.push(bounds.version); where.push(`form_version = $${values.length}`); }
   if (bounds.from) { values.push(bounds.from.toISOString()); where.push(`created_at >= $${values.length}`); }
   if (bounds.until) { values.push(bounds.until.toISOString()); where.push(`created_at < $${values.length}`); }
   return {
-    text: `select id, data, submitter_email, submitter_name, created_at from submissions
+    text: `select id, data, submitter_email, submitter_name, created_at, form_version from submissions
         where ${where.join(' and ')} order by created_at, id`,
     values,
   };

@@ -9,7 +9,7 @@ import { refusalToApiError } from './refusals';
 export function presentSubmissionListItem(s: SubmissionRecord, links: FileLinks) {
   return {
     id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName, language: s.language,
-    createdAt: s.createdAt.toISOString(), data: shownValues(s.data, links),
+    createdAt: s.createdAt.toISOString(), formVersion: s.formVersion, data: shownValues(s.data, links),
   };
 }
 
@@ -19,7 +19,7 @@ export function presentSubmission(submission: SubmissionRecord & { formTitle: st
   return {
     id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
     submitterEmail: submission.submitterEmail, submitterName: submission.submitterName, language: submission.language,
-    createdAt: submission.createdAt.toISOString(),
+    createdAt: submission.createdAt.toISOString(), formVersion: submission.formVersion,
     data: keyByLabel(rawData, fields), rawData,
   };
 }

@@ -85,7 +85,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
       const form = await admittedFormOrRefusal(app, req, res, rateLimitClientKey(remoteIp), { name: 'pub-post', limit: publicRateLimitPost });
       const body = parseJsonBody(req);
       const result = await submitPublicForm(app, { formId: form.id, body, remoteIp });
-      if (!result.ok) throw publicRefusalError(result.refusal);
+      if (!result.ok) throw publicRefusalError(result.refusal, toPublicForm);
       return { status: 200, body: { success: true, submissionId: result.submissionId }, headers: { 'Cache-Control': 'no-store' } };
     } catch (err) {
       // No one is charged without a stored submission: a payment this refusal strands is refunded now.
@@ -101,7 +101,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   server.post('/public/forms/:formId/check', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-post', limit: publicRateLimitPost });
     const result = await checkPublicSubmission(app, { formId: form.id, body: parseJsonBody(req) });
-    if (!result.ok) throw publicRefusalError(result.refusal);
+    if (!result.ok) throw publicRefusalError(result.refusal, toPublicForm);
     return { status: 200, body: { success: true }, headers: { 'Cache-Control': 'no-store' } };
   }));
 

@@ -37,6 +37,7 @@ const listQuerySchema = Joi.object({
 
 const exportQuerySchema = Joi.object({
   format: Joi.string().valid('csv', 'ndjson').required(),
+  version: Joi.number().integer().min(1).max(2_147_483_647),
   startDate: isoDate,
   endDate: isoDate,
 }).unknown(true);
@@ -151,10 +152,11 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
   server.get('/v1/forms/:formId/submissions/export', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
-    const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
+    const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string; version?: number }>(exportQuerySchema, req.query ?? {});
     const form = await app.formCache.get(formId, true);
     if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
-    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate), app.files.links)
+    const bounds = { ...dateBounds(query.startDate, query.endDate), version: query.version ?? null };
+    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, bounds, app.files.links)
       .catch((err) => {
         if (err instanceof ExportCapacityReached) throw errors.serviceUnavailable('Too many exports are running; retry shortly');
         throw err;

@@ -1,4 +1,5 @@
 // Calls from the hosted page to the public runtime (same origin as the page).
+import type { PublicFormJson } from '../../domain/public/types';
 import { language, problemText, t } from './i18n';
 import { failureMessage, networkFailure, uploadFailureMessage, uploadStalled } from './values';
 
@@ -14,14 +15,20 @@ export interface SubmissionBody {
   values: Record<string, unknown>;
   submitterEmail?: string;
   submitterName?: string;
+  /** The version of the form the answers were given to (the public form's `version`). */
+  formVersion?: number;
   captchaToken?: string;
   /** The page's language, recorded with the submission. */
   language?: string;
 }
 
+/** 409 form_changed: the form's current version, which did not accept answers given to an older one. */
+export type FormChanged = { kind: 'form-changed'; form: PublicFormJson };
+
 export type SubmitOutcome =
   | { kind: 'success'; submissionId: string }
   | { kind: 'field-errors'; errors: Record<string, string> }
+  | FormChanged
   | { kind: 'failed'; message: string };
 
 const SUBMIT_TIMEOUT_MS = 30000;
@@ -55,6 +62,7 @@ function stringErrors(errors: unknown): Record<string, string> | null {
 export type CheckOutcome =
   | { kind: 'success' }
   | { kind: 'field-errors'; errors: Record<string, string> }
+  | FormChanged
   | { kind: 'failed'; message: string };
 
 async function postJson(path: string, body: unknown): Promise<{ response: Response; payload: any } | null> {
@@ -76,7 +84,11 @@ async function postJson(path: string, body: unknown): Promise<{ response: Respon
 }
 
 /** A refusal in the page's terms: a 422 becomes messages per field, anything else one message. */
-function refusal(response: Response, payload: any): { kind: 'field-errors'; errors: Record<string, string> } | { kind: 'failed'; message: string } {
+function refusal(response: Response, payload: any)
+  : { kind: 'field-errors'; errors: Record<string, string> } | FormChanged | { kind: 'failed'; message: string } {
+  if (response.status === 409 && payload && payload.error === 'form_changed' && payload.form && Array.isArray(payload.form.fields)) {
+    return { kind: 'form-changed', form: payload.form as PublicFormJson };
+  }
   const errors = response.status === 422 ? stringErrors(payload && payload.errors) : null;
   if (errors && Object.keys(errors).length) return { kind: 'field-errors', errors };
   return { kind: 'failed', message: failureMessage(response.status, response.headers.get('Retry-After')) };

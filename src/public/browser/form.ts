@@ -13,7 +13,7 @@ import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
 import { Challenge, createChallenge } from './turnstile';
 import { language, problemText, t, useLanguage } from './i18n';
-import { failureMessage, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
+import { failureMessage, formChangedNotice, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
 
 interface PageView {
   fields: Field[];
@@ -72,7 +72,9 @@ class HostedForm {
   private submitted = false;
   private readonly pagesReached: PagesReached;
 
-  constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
+  /** `carried`: the answers and notice of a page whose form changed under it (409 form_changed), shown again on the new version. */
+  constructor(private readonly form: PublicFormJson, private readonly root: HTMLElement, private readonly host: HostBridge | null,
+    carried: { values: Record<string, unknown>; notice: string } | null = null) {
     this.structure = { pages: form.pages, fields: form.fields };
     this.pagesReached = new PagesReached(form);
     const layout = layoutPages(form);
@@ -137,6 +139,10 @@ class HostedForm {
     });
     for (const [id, control] of this.controls) this.blank.set(id, this.keptValue(control));
     this.prefill(new URLSearchParams(window.location.search));
+    if (carried) {
+      this.carry(carried.values, carried.notice);
+      return;
+    }
     this.restoreDraft();
     this.refresh();
     this.track('view');
@@ -204,6 +210,27 @@ class HostedForm {
     return this.pages[this.current].fields
       .map((field) => this.controls.get(field.id))
       .find((control) => control?.element && !control.element.hidden && control.field.type !== 'heading');
+  }
+
+  /** Keeps every answer whose question the new version still has, and says what changed. */
+  private carry(values: Record<string, unknown>, notice: string): void {
+    this.started = true;
+    for (const [id, value] of Object.entries(values)) {
+      try {
+        this.controls.get(id)?.setValue(value);
+      } catch {
+        // A question whose kind changed starts empty.
+      }
+    }
+    this.refresh();
+    this.setAlert(notice);
+  }
+
+  /** 409 form_changed: the page becomes the new version, keeping the answers it can. */
+  private formChanged(form: PublicFormJson): void {
+    const notice = formChangedNotice(this.form.fields, form.fields);
+    this.challenge?.reset();
+    new HostedForm(form, this.root, this.host, { values: this.values(), notice });
   }
 
   private prefill(params: URLSearchParams): void {
@@ -365,13 +392,16 @@ class HostedForm {
         return;
       }
       const { values } = validateSubmission(this.structure, this.values());
-      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values), language: language() };
+      const body: SubmissionBody = {
+        values, ...submitterDetails(byOrder(this.form.fields), values), language: language(), formVersion: this.form.version,
+      };
       if (new Blob([JSON.stringify(body)]).size > BODY_LIMIT) return this.setAlert(failureMessage(413));
       if (this.payments) {
         const payment = await this.payments.pay(body, this.visible);
         if (payment.kind === 'declined') return payment.control.focus();
         if (payment.kind === 'refused') {
           const refused = payment.outcome;
+          if (refused.kind === 'form-changed') return this.formChanged(refused.form);
           return refused.kind === 'field-errors' ? this.showServerErrors(refused.errors) : this.setAlert(refused.message);
         }
       }
@@ -385,6 +415,7 @@ class HostedForm {
       const outcome = await postSubmission(this.form.id, body);
       if (outcome.kind === 'success') return this.succeed(outcome.submissionId);
       if (outcome.kind === 'field-errors') return this.showServerErrors(outcome.errors);
+      if (outcome.kind === 'form-changed') return this.formChanged(outcome.form);
       this.setAlert(outcome.message);
     } finally {
       this.setStatus('');

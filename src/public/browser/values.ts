@@ -200,3 +200,32 @@ export function formatAmount(amount: unknown, currency: unknown): string | null 
     return null;
   }
 }
+
+/**
+ * What a person is told when the form changed while they filled it in (409 form_changed): the page
+ * shows the new version with every answer whose question is still there. All its wording is here.
+ */
+/** The notice's words, in the page's language (the catalogues' formChanged*). */
+export const FORM_CHANGED_NOTICE = {
+  get intro(): string { return t('formChanged'); },
+  get added(): string { return t('formChangedAdded'); },
+  get removed(): string { return t('formChangedRemoved'); },
+  get reworded(): string { return t('formChangedReworded'); },
+};
+
+/** The notice for a form changed from `before` to `after` (pure): the intro, then what was added, removed or reworded. */
+export function formChangedNotice(before: Field[], after: Field[]): string {
+  const asked = (fields: Field[]) => fields.filter((field) => field.type !== 'heading' && !field.hidden);
+  const old = new Map(asked(before).map((field) => [field.id, field]));
+  const now = asked(after);
+  const kept = new Set(now.map((field) => field.id));
+  const added = now.filter((field) => !old.has(field.id)).map((field) => field.label);
+  const removed = [...old.values()].filter((field) => !kept.has(field.id)).map((field) => field.label);
+  const reworded = now.filter((field) => old.has(field.id) && old.get(field.id)!.label !== field.label)
+    .map((field) => `${old.get(field.id)!.label} → ${field.label}`);
+  const parts = [FORM_CHANGED_NOTICE.intro];
+  if (added.length) parts.push(`${FORM_CHANGED_NOTICE.added} ${added.join(', ')}.`);
+  if (removed.length) parts.push(`${FORM_CHANGED_NOTICE.removed} ${removed.join(', ')}.`);
+  if (reworded.length) parts.push(`${FORM_CHANGED_NOTICE.reworded} ${reworded.join(', ')}.`);
+  return parts.join(' ');
+}

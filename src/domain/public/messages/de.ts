@@ -18,6 +18,10 @@ export const de: Messages = {
   loadFailed: 'Dieses Formular konnte nicht geladen werden. Bitte laden Sie die Seite neu.',
   startOver: 'Neu beginnen',
   draftRestored: 'Ihre Antworten von Ihrem letzten Besuch wurden wieder eingesetzt.',
+  formChanged: 'Dieses Formular wurde geändert, während Sie es ausgefüllt haben. Ihre Antworten auf die weiterhin gestellten Fragen wurden übernommen; bitte prüfen Sie das Formular und senden Sie es erneut.',
+  formChangedAdded: 'Neu:',
+  formChangedRemoved: 'Nicht mehr gefragt:',
+  formChangedReworded: 'Umformuliert:',
   noScript: 'Dieses Formular benötigt JavaScript. Bitte aktivieren Sie JavaScript in Ihrem Browser und laden Sie die Seite neu.',
 
   failure400: 'Ihre Antworten konnten nicht verarbeitet werden. Bitte prüfen Sie sie und versuchen Sie es erneut.',

@@ -19,6 +19,10 @@ export const en = {
   loadFailed: 'This form could not be loaded. Please reload the page.',
   startOver: 'Start over',
   draftRestored: 'Your answers from your last visit are filled in.',
+  formChanged: 'This form was updated while you were filling it in. Your answers to the questions that are still there have been kept; please check the form and send it again.',
+  formChangedAdded: 'New:',
+  formChangedRemoved: 'No longer asked:',
+  formChangedReworded: 'Reworded:',
   noScript: 'This form needs JavaScript to work. Please enable JavaScript in your browser and reload the page.',
 
   failure400: 'Your answers could not be processed. Please check them and try again.',

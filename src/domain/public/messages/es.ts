@@ -18,6 +18,10 @@ export const es: Messages = {
   loadFailed: 'No se pudo cargar este formulario. Vuelva a cargar la página.',
   startOver: 'Empezar de nuevo',
   draftRestored: 'Se han recuperado sus respuestas de su última visita.',
+  formChanged: 'Este formulario se actualizó mientras lo rellenaba. Se han conservado sus respuestas a las preguntas que siguen en él; revise el formulario y envíelo de nuevo.',
+  formChangedAdded: 'Nuevo:',
+  formChangedRemoved: 'Ya no se pregunta:',
+  formChangedReworded: 'Reformulado:',
   noScript: 'Este formulario necesita JavaScript. Active JavaScript en su navegador y vuelva a cargar la página.',
 
   failure400: 'No se pudieron procesar sus respuestas. Revíselas e inténtelo de nuevo.',

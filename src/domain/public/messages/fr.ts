@@ -19,6 +19,10 @@ export const fr: Messages = {
   loadFailed: 'Ce formulaire n’a pas pu être chargé. Veuillez recharger la page.',
   startOver: 'Recommencer',
   draftRestored: 'Vos réponses de votre dernière visite ont été reprises.',
+  formChanged: 'Ce formulaire a été modifié pendant que vous le remplissiez. Vos réponses aux questions toujours présentes ont été conservées ; veuillez vérifier le formulaire et l’envoyer à nouveau.',
+  formChangedAdded: 'Nouveau :',
+  formChangedRemoved: 'Plus demandé :',
+  formChangedReworded: 'Reformulé :',
   noScript: 'Ce formulaire a besoin de JavaScript. Activez JavaScript dans votre navigateur et rechargez la page.',
 
   failure400: 'Vos réponses n’ont pas pu être traitées. Vérifiez-les et réessayez.',

@@ -18,6 +18,10 @@ export const it: Messages = {
   loadFailed: 'Impossibile caricare questo modulo. Ricarica la pagina.',
   startOver: 'Ricomincia',
   draftRestored: 'Le risposte della tua ultima visita sono state ripristinate.',
+  formChanged: 'Questo modulo è stato aggiornato mentre lo compilavi. Le risposte alle domande ancora presenti sono state mantenute; controlla il modulo e invialo di nuovo.',
+  formChangedAdded: 'Nuovo:',
+  formChangedRemoved: 'Non più richiesto:',
+  formChangedReworded: 'Riformulato:',
   noScript: 'Questo modulo richiede JavaScript. Attiva JavaScript nel browser e ricarica la pagina.',
 
   failure400: 'Non è stato possibile elaborare le tue risposte. Controllale e riprova.',

@@ -18,6 +18,10 @@ export const ja: Messages = {
   loadFailed: 'このフォームを読み込めませんでした。ページを再読み込みしてください。',
   startOver: '最初からやり直す',
   draftRestored: '前回のご回答を復元しました。',
+  formChanged: '入力中にこのフォームが更新されました。引き続き残っている質問への回答は保持されています。フォームを確認して、もう一度送信してください。',
+  formChangedAdded: '新規：',
+  formChangedRemoved: '削除された質問：',
+  formChangedReworded: '変更された文言：',
   noScript: 'このフォームには JavaScript が必要です。ブラウザで JavaScript を有効にして、ページを再読み込みしてください。',
 
   failure400: '回答を処理できませんでした。内容を確認して、もう一度お試しください。',

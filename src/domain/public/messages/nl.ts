@@ -18,6 +18,10 @@ export const nl: Messages = {
   loadFailed: 'Dit formulier kon niet worden geladen. Laad de pagina opnieuw.',
   startOver: 'Opnieuw beginnen',
   draftRestored: 'Je antwoorden van je vorige bezoek zijn teruggezet.',
+  formChanged: 'Dit formulier is gewijzigd terwijl je het invulde. Je antwoorden op de vragen die er nog staan zijn bewaard; controleer het formulier en verstuur het opnieuw.',
+  formChangedAdded: 'Nieuw:',
+  formChangedRemoved: 'Niet meer gevraagd:',
+  formChangedReworded: 'Anders geformuleerd:',
   noScript: 'Dit formulier heeft JavaScript nodig. Schakel JavaScript in uw browser in en laad de pagina opnieuw.',
 
   failure400: 'Uw antwoorden konden niet worden verwerkt. Controleer ze en probeer het opnieuw.',

@@ -18,6 +18,10 @@ export const pl: Messages = {
   loadFailed: 'Nie udało się wczytać formularza. Odśwież stronę.',
   startOver: 'Zacznij od nowa',
   draftRestored: 'Przywrócono odpowiedzi z Twojej ostatniej wizyty.',
+  formChanged: 'Ten formularz został zmieniony podczas wypełniania. Zachowaliśmy odpowiedzi na pytania, które nadal w nim są; sprawdź formularz i wyślij go ponownie.',
+  formChangedAdded: 'Nowe:',
+  formChangedRemoved: 'Już nie pytamy:',
+  formChangedReworded: 'Zmieniono treść:',
   noScript: 'Ten formularz wymaga JavaScriptu. Włącz JavaScript w przeglądarce i odśwież stronę.',
 
   failure400: 'Nie udało się przetworzyć odpowiedzi. Sprawdź je i spróbuj ponownie.',

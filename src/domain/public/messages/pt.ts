@@ -18,6 +18,10 @@ export const pt: Messages = {
   loadFailed: 'Não foi possível carregar este formulário. Recarregue a página.',
   startOver: 'Recomeçar',
   draftRestored: 'As suas respostas da última visita foram recuperadas.',
+  formChanged: 'Este formulário foi atualizado enquanto o preenchia. As suas respostas às perguntas que se mantêm foram guardadas; verifique o formulário e envie-o novamente.',
+  formChangedAdded: 'Novo:',
+  formChangedRemoved: 'Já não perguntado:',
+  formChangedReworded: 'Reformulado:',
   noScript: 'Este formulário precisa de JavaScript. Ative o JavaScript no seu navegador e recarregue a página.',
 
   failure400: 'Não foi possível processar as suas respostas. Verifique-as e tente novamente.',
