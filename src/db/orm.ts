@@ -22,6 +22,7 @@ import { Migration20261125000000_uploads } from './migrations/Migration202611250
 import { Migration20261125100000_delivery_job_groups } from './migrations/Migration20261125100000_delivery_job_groups';
 import { Migration20261126000000_submission_day_counts } from './migrations/Migration20261126000000_submission_day_counts';
 import { Migration20261126100000_webhook_throttle } from './migrations/Migration20261126100000_webhook_throttle';
+import { Migration20261127000300_webhook_last_success } from './migrations/Migration20261127000300_webhook_last_success';
 
 export type { Em, Orm };
 
@@ -42,6 +43,7 @@ const MIGRATIONS = [
   { name: 'Migration20261125100000_delivery_job_groups', class: Migration20261125100000_delivery_job_groups },
   { name: 'Migration20261126000000_submission_day_counts', class: Migration20261126000000_submission_day_counts },
   { name: 'Migration20261126100000_webhook_throttle', class: Migration20261126100000_webhook_throttle },
+  { name: 'Migration20261127000300_webhook_last_success', class: Migration20261127000300_webhook_last_success },
 ];
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */
