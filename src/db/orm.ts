@@ -23,6 +23,7 @@ import { Migration20261125100000_delivery_job_groups } from './migrations/Migrat
 import { Migration20261126000000_submission_day_counts } from './migrations/Migration20261126000000_submission_day_counts';
 import { Migration20261126100000_webhook_throttle } from './migrations/Migration20261126100000_webhook_throttle';
 import { Migration20261127000100_day_counts_heal } from './migrations/Migration20261127000100_day_counts_heal';
+import { Migration20261127000300_webhook_last_success } from './migrations/Migration20261127000300_webhook_last_success';
 import { Migration20261127000400_languages } from './migrations/Migration20261127000400_languages';
 import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
 import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
@@ -47,6 +48,7 @@ const MIGRATIONS = [
   { name: 'Migration20261126000000_submission_day_counts', class: Migration20261126000000_submission_day_counts },
   { name: 'Migration20261126100000_webhook_throttle', class: Migration20261126100000_webhook_throttle },
   { name: 'Migration20261127000100_day_counts_heal', class: Migration20261127000100_day_counts_heal },
+  { name: 'Migration20261127000300_webhook_last_success', class: Migration20261127000300_webhook_last_success },
   { name: 'Migration20261127000400_languages', class: Migration20261127000400_languages },
   { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
   { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },

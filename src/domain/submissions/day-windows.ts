@@ -106,3 +106,18 @@ export function monthsOfDays(first: string, last: string): string[][] {
   }
   return months;
 }
+
+/**
+ * The oldest instant a page of `limit` rows from `offset` reaches, by the day counts (`days` newest
+ * first): the start of the day that holds its last row, or of the oldest day when the page runs to
+ * the end, never before the bounds' `from`; null when the days hold no row at `offset`. The page's
+ * statements bound `created_at` by it (and by its first day's end), so they plan and probe the
+ * months the page spans, not every month of the form's archive.
+ */
+export function pageLowerBound(days: DayCount[], offset: number, limit: number, bounds: TimeBounds): Date | null {
+  const total = days.reduce((sum, d) => sum + d.count, 0);
+  const last = locateOffset(days, Math.min(offset + limit, total) - 1);
+  if (!last || offset >= total) return null;
+  const start = dayStart(last.day.day);
+  return bounds.from && bounds.from > start ? bounds.from : start;
+}

@@ -1,6 +1,30 @@
 import type { Em } from '../../db/orm';
 import { markFilesOfSubmissionsBefore } from '../files/store';
+import { timeWindowOfId } from '../../lib/ids';
 import { deleteDayCountsBefore, lockDayCountRepairs } from './day-counts';
+
+/**
+ * A submission's `created_at` window from the time inside its id (timeWindowOfId in ids.ts), as the
+ * two timestamptz parameters of `created_at >= ? and created_at < ?`: a statement by id that names
+ * them is planned on the id's month alone, where one without them plans and probes every month.
+ * Open for a text that is no time-ordered id.
+ */
+export function idWindowParams(submissionId: string): [string, string] {
+  const window = timeWindowOfId(submissionId);
+  return window ? [window.from.toISOString(), window.until.toISOString()] : OPEN_WINDOW;
+}
+
+/**
+ * The window that bounds nothing: for reading again, over every month, a row the id's window
+ * missed. Rows stored before ids were time-ordered (Migration20261123000500_partitions moved them
+ * with their random ids) have no time in their id; only a miss pays for them.
+ */
+export const OPEN_WINDOW: [string, string] = ['-infinity', 'infinity'];
+
+/** Whether `window` is OPEN_WINDOW (a miss in it is final). */
+export function isOpenWindow(window: [string, string]): boolean {
+  return window[0] === OPEN_WINDOW[0] && window[1] === OPEN_WINDOW[1];
+}
 
 /** Months of submission partitions kept ready beyond the current one. */
 export const PARTITION_MONTHS_AHEAD = 3;

@@ -1,7 +1,7 @@
 import type { Em } from '../../db/orm';
 import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays } from './day-counts';
-import { daySpan, locateOffset, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
+import { daySpan, locateOffset, pageLowerBound, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
@@ -45,9 +45,12 @@ export async function listSubmissions(em: Em, organizationId: string, formId: st
   const located = locateOffset(days, filter.offset);
   if (!located) return { items: [], total };
   const start = pageStart(located, filter);
-  let rows = await readSubmissionPage(em, organizationId, formId, { lower: filter.from, start, limit: filter.limit });
-  // The day lost rows between its count and the walk from its oldest: walk from its newest instead.
-  if (!rows.length && start.fromOldest) {
+  // The page's statements name the days it spans (and so their months) by the counts.
+  const lower = pageLowerBound(days, filter.offset, filter.limit, filter);
+  let rows = await readSubmissionPage(em, organizationId, formId, { lower, start, limit: filter.limit });
+  // The days lost rows between their counts and these reads (the walk from the oldest found no start,
+  // or the days spanned hold too few): walk from the newest, down to the filter's own bound.
+  if (rows.length < Math.min(filter.limit, total - filter.offset)) {
     rows = await readSubmissionPage(em, organizationId, formId, {
       lower: filter.from, start: { ...start, skip: located.skip, fromOldest: false }, limit: filter.limit,
     });

@@ -5,6 +5,22 @@ const DAY_MS = 86_400_000;
 /** A webhook whose deliveries have failed for longer than this (five days) is disabled. */
 export const AUTO_DISABLE_AFTER_MS = 5 * DAY_MS;
 
+/**
+ * The webhook row's failure streak, written only when it changes state, not on every attempt:
+ * - a success records `last_success_at` when it is older than SUCCESS_MARK_MS (or unset), and ends
+ *   a streak (clears `failing_since`) at once;
+ * - a failure starts a streak (`failing_since` = now) only when none is running and no success was
+ *   recorded in the last STREAK_QUIET_MS (a quiet minute); any other failure writes nothing.
+ * A receiver that fails now and then between successes thus never starts a streak, and its webhook
+ * row is written about twice a minute, not twice per failure. A streak still means "no success
+ * since": `failing_since` lies at most STREAK_QUIET_MS after the first failure of the run (the
+ * recorded success lags the real one by at most SUCCESS_MARK_MS < STREAK_QUIET_MS), so the
+ * auto-disable after AUTO_DISABLE_AFTER_MS and `endpoint.disabled`'s `failingSince` err by at most
+ * a minute, late.
+ */
+export const STREAK_QUIET_MS = 60_000;
+export const SUCCESS_MARK_MS = 30_000;
+
 export function failingTooLong(failingSince: Date | null, now: Date): boolean {
   return failingSince !== null && now.getTime() - failingSince.getTime() > AUTO_DISABLE_AFTER_MS;
 }
@@ -17,7 +33,7 @@ export type DeliveryDecision =
 
 /**
  * What to do after one webhook attempt. `failingSince` is when the webhook's current run of
- * failures began, before this attempt (null: this attempt starts it).
+ * failures began, before this attempt (null: none is running, see STREAK_QUIET_MS).
  */
 export function decideDelivery(facts: AttemptFacts & { failingSince: Date | null; now: Date }): DeliveryDecision {
   if (isSuccess(facts.statusCode)) return { kind: 'succeeded' };

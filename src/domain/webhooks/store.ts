@@ -5,7 +5,7 @@ import { nextAttemptAt, rowStatus } from '../outbound/attempt';
 import {
   ENDPOINT_DISABLED, MESSAGE_ATTEMPT_EXHAUSTED, MESSAGE_ATTEMPT_FAILING, MESSAGE_ATTEMPT_RECOVERED, OPERATIONAL_EVENTS,
 } from './event-types';
-import { FAILING_AT_ATTEMPT, pauseAfter, type DeliveryDecision } from './policy';
+import { FAILING_AT_ATTEMPT, pauseAfter, STREAK_QUIET_MS, SUCCESS_MARK_MS, type DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
 
 // The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
@@ -34,9 +34,21 @@ export interface DeliveryRow {
 }
 
 /**
- * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's failure
- * streak ended (written only when there is one, so deliveries to one busy webhook do not queue on
- * its row lock). Prepared, as nearly every attempt runs it or its batched form.
+ * Whether a success writes the webhook row `w`: to end its streak, or to record the success when
+ * the recorded one is older than SUCCESS_MARK_MS (policy.ts). Other successes leave the row alone,
+ * so deliveries to one busy webhook do not queue on its row lock.
+ */
+const SUCCESS_WRITES_SQL = (w: string) => `(${w}.failing_since is not null or ${w}.last_success_at is null
+  or ${w}.last_success_at < now() - interval '${SUCCESS_MARK_MS} milliseconds')`;
+
+/** Whether a failure starts the streak of webhook row `w`: none running, and no success recorded within STREAK_QUIET_MS. */
+const FAILURE_STARTS_STREAK_SQL = (w: string) => `(${w}.failing_since is null and (${w}.last_success_at is null
+  or ${w}.last_success_at < now() - interval '${STREAK_QUIET_MS} milliseconds'))`;
+
+/**
+ * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's success
+ * recorded and streak ended when SUCCESS_WRITES_SQL says so. Prepared, as nearly every attempt runs
+ * it or its batched form.
  */
 const RECORD_SUCCEEDED_SQL = `
   with d as (
@@ -47,7 +59,7 @@ const RECORD_SUCCEEDED_SQL = `
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
   )
-  update webhooks set failing_since = null where id = $10 and failing_since is not null`;
+  update webhooks w set failing_since = null, last_success_at = now() where w.id = $10 and ${SUCCESS_WRITES_SQL('w')}`;
 
 /** The ISO 8601 UTC text of a timestamptz expression, as the service writes dates. */
 const isoSql = (expr: string) => `to_char(${expr} at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -117,15 +129,19 @@ const RECORD_ATTEMPT_SQL = `
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
   ), wh as (
-    update webhooks
-       set failing_since = case when $12::text = 'succeeded' then null else coalesce(failing_since, now()) end,
+    update webhooks w
+       set failing_since = case when $12::text = 'succeeded' then null
+                                when $12::text = 'disable' then coalesce(w.failing_since, now())
+                                when ${FAILURE_STARTS_STREAK_SQL('w')} then now()
+                                else w.failing_since end,
+           last_success_at = case when $12::text = 'succeeded' then now() else w.last_success_at end,
            paused_until = case when $11::int is null then paused_until
                                else greatest(coalesce(paused_until, now()), now() + $11::int * interval '1 millisecond') end,
            enabled = enabled and $12::text <> 'disable',
            updated_at = case when $12::text = 'disable' then now() else updated_at end
      where id = $10 and (
-       ($12::text = 'succeeded' and failing_since is not null)
-       or ($12::text = 'failed' and (failing_since is null or $11::int is not null))
+       ($12::text = 'succeeded' and ${SUCCESS_WRITES_SQL('w')})
+       or ($12::text = 'failed' and (${FAILURE_STARTS_STREAK_SQL('w')} or $11::int is not null))
        or ($12::text = 'disable' and enabled))
     returning id, organization_id, url, failing_since, $13::text as reason, $12::text = 'disable' as disabled
   ), k as (
@@ -169,9 +185,9 @@ const RECORD_SUCCEEDED_MANY_SQL = `
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select d.id, d.attempts, i.status_code, i.error, i.duration_ms, i.response_excerpt from d join i on i.id = d.id
   )
-  update webhooks set failing_since = null
-   where id in (select id from webhooks where id in (select webhook_id from i) and failing_since is not null order by id for no key update)
-     and failing_since is not null`;
+  update webhooks w set failing_since = null, last_success_at = now()
+   where w.id in (select x.id from webhooks x where x.id in (select webhook_id from i) and ${SUCCESS_WRITES_SQL('x')} order by x.id for no key update)
+     and ${SUCCESS_WRITES_SQL('w')}`;
 
 interface AttemptRecord { em: Em; row: DeliveryRow; result: SendResult; decision: DeliveryDecision; now: Date }
 
@@ -225,8 +241,8 @@ function batchOf<I, R>(map: WeakMap<object, TickBatch<I, R>>, em: Em, run: (item
 
 /**
  * The attempt, the delivery's summary and the webhook's failure streak change together, in one
- * statement. The webhook row is written only when its streak starts or ends, so deliveries to one
- * busy webhook do not queue on its row lock. Successful attempts recorded in the same turn of the
+ * statement. The webhook row is written only when its streak starts or ends or its last success is
+ * due to be recorded again (policy.ts), so deliveries to one busy webhook do not queue on its row lock. Successful attempts recorded in the same turn of the
  * event loop (concurrent jobs) share one statement: a statement's round trip to PostgreSQL was, at a
  * thousand deliveries a second, the largest part of a worker's CPU.
  */
