@@ -77,14 +77,18 @@ export function operationalDeliveriesSql(events: string, { notTo }: { notTo?: st
 
 /**
  * The `endpoint.disabled` events of the webhooks a statement just disabled: `disabled` names a CTE
- * with columns (id, organization_id, url, failing_since, reason), one row per webhook whose
- * `enabled` that statement turned from true to false, so each disabling is one event.
+ * with columns (id, organization_id, failing_since, reason), one row per webhook whose `enabled` that
+ * statement turned from true to false, so each disabling is one event. The event names the webhook
+ * (its id and form) and never carries its URL, which may hold a secret (README, "Operational events").
+ * The form is read from the statement's snapshot, where the row is as before the disabling (its form
+ * is unchanged by it).
  */
 export function endpointDisabledEventsSql(disabled: string): string {
   return `
   select x.event_id, '${ENDPOINT_DISABLED}'::text as type, x.organization_id, x.id as about,
          json_build_object('id', x.event_id, 'type', '${ENDPOINT_DISABLED}', 'createdAt', ${isoSql('now()')},
-           'data', json_build_object('webhookId', x.id, 'url', x.url, 'reason', x.reason, 'failingSince', ${isoSql('x.failing_since')}))::text as payload
+           'data', json_build_object('webhookId', x.id, 'formId', (select f.form_id from webhooks f where f.id = x.id), 'reason', x.reason,
+             'failingSince', ${isoSql('x.failing_since')}))::text as payload
     from (select y.*, 'evt_' || substr(y.id, 4) || '_disabled_' || floor(extract(epoch from now()) * 1000)::bigint as event_id from ${disabled} y) x`;
 }
 
@@ -127,7 +131,7 @@ const RECORD_ATTEMPT_SQL = `
        ($12::text = 'succeeded' and failing_since is not null)
        or ($12::text = 'failed' and (failing_since is null or $11::int is not null))
        or ($12::text = 'disable' and enabled))
-    returning id, organization_id, url, failing_since, $13::text as reason, $12::text = 'disable' as disabled
+    returning id, organization_id, failing_since, $13::text as reason, $12::text = 'disable' as disabled
   ), k as (
     select '${MESSAGE_ATTEMPT_FAILING}' as type from d
      where $12::text <> 'succeeded' and d.old_status = 'pending' and d.attempts - d.retry_base = ${FAILING_AT_ATTEMPT}
