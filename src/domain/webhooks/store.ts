@@ -262,6 +262,28 @@ export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promis
   return batchOf(findBatches, em, findMany).call({ em, id: deliveryId });
 }
 
+const HOLD_DELIVERIES_SQL = `
+  update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
+    from unnest($1::text[], $2::int[]) as t(id, wait_ms)
+   where w.id = t.id and w.status = 'pending'`;
+
+const holdBatches = new WeakMap<object, TickBatch<{ em: Em; id: string; waitMs: number }, void>>();
+
+async function holdMany(items: Array<{ em: Em; id: string; waitMs: number }>): Promise<void[]> {
+  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs))]);
+  return items.map(() => undefined);
+}
+
+/**
+ * A delivery held back without an attempt (its webhook's throttleRate, a receiver's pause) carries
+ * the time it will be tried as its next attempt time: the delivery log shows it (`nextAttemptAt`)
+ * and the sweeps of owed work pass it by until then, so a held backlog never sits in front of
+ * another organization's lost enqueue. Holds of one turn of the event loop share one statement.
+ */
+export async function holdDelivery(em: Em, deliveryId: string, waitMs: number): Promise<void> {
+  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs });
+}
+
 /** Ends a pending delivery without an attempt. */
 export async function failDelivery(em: Em, deliveryId: string, reason: string): Promise<void> {
   await em.execute(
