@@ -284,6 +284,33 @@ export async function holdDelivery(em: Em, deliveryId: string, waitMs: number): 
   return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs });
 }
 
+/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After). */
+export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<void> {
+  await em.execute('update webhooks set paused_until = null where id = ? and organization_id = ? and paused_until is not null', [webhookId, organizationId]);
+}
+
+/**
+ * The webhook's held deliveries (pending, due later, never past their schedule: the ones a pause or
+ * the throttle holds, and retries waiting their delay) due now, at most `limit`, those due soonest
+ * first, skipping rows another call holds. Answers them for the caller to queue.
+ */
+export async function releaseHeld(
+  em: Em, organizationId: string, webhookId: string, limit: number,
+): Promise<Array<{ id: string; jobGroup: string | null }>> {
+  const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
+    `update webhook_deliveries set next_attempt_at = now()
+      where id in (
+        select id from webhook_deliveries
+         where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
+         order by next_attempt_at, id limit ${limit}
+         for update skip locked)
+        and status = 'pending'
+      returning id, job_group`,
+    [webhookId, organizationId],
+  );
+  return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));
+}
+
 /** Ends a pending delivery without an attempt. */
 export async function failDelivery(em: Em, deliveryId: string, reason: string): Promise<void> {
   await em.execute(
