@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
+import { jobIds } from '../../src/queues/catalogue';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createTenant, type TestTenant } from '../support/harness';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
@@ -78,5 +80,22 @@ describe('sweeps: one organization\'s held backlog never delays another\'s recov
       expect(d.status).to.equal('pending');
       expect(Date.parse(d.nextAttemptAt)).to.be.at.least(new Date(pauseEnd).getTime());
     }
+  });
+
+  it('the same for CRM syncs: a run pages past 600 syncs whose jobs are live to another organization\'s lost one', async () => {
+    const insertSyncs = (tenant: TestTenant, ids: string[], dueSecondsAgo: number) => stack.api.query(
+      `insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status, attempts, next_attempt_at)
+       select d, ?, 'form_x', 'sub_' || substr(d, 5), 0, 'hubspot', 'pending', 0, now() - ? * interval '1 second'
+         from unnest(?::text[]) as d`,
+      [tenant.organizationId, dueSecondsAgo, `{${ids.join(',')}}`],
+    );
+    const live = Array.from({ length: 600 }, (_, i) => `crm_live${String(i).padStart(12, '0')}`);
+    await insertSyncs(paused, live, 60);
+    // Their jobs are live (delayed, as a paused connection leaves them); no crm worker runs here.
+    await stack.api.app.producer.addBulk('crm', live.map((syncId) => ({ name: 'sync' as const, data: { syncId }, opts: { delay: 3_600_000 } })));
+    await insertSyncs(bystander, ['crm_bystander000000001'], 10);
+    const report = await sweepUnqueued(stack.api.app);
+    const job = await stack.api.app.producer.queue('crm').getJob(jobIds.crmSync('crm_bystander000000001'));
+    expect(job, `sweep report ${JSON.stringify(report)}`).to.not.equal(undefined);
   });
 });
