@@ -185,6 +185,8 @@ describe('operational events with two worker processes', function () {
       attemptDelivery(t.app, 'dlv_twicelast000000001'), attemptDelivery(t.app, 'dlv_twicelast000000001'),
     ]);
     expect(runs.map((r) => r.kind)).to.deep.equal(['attempted', 'attempted', 'attempted', 'attempted']);
+    // Queued as the worker queues the events an attempt raised (else the relay's sweep would, 5 to 10 s later).
+    for (const run of runs) if (run.kind === 'attempted') for (const deliveryId of run.events) await t.app.producer.addSoon('webhooks', 'deliver', { deliveryId });
     const written = await t.query(
       `select webhook_id, event_type, payload::json->'data'->>'deliveryId' as about, count(*)::int as n from webhook_deliveries
         where organization_id = ? and payload::json->'data'->>'webhookId' = ? group by 1, 2, 3 order by 2, 1`, [tenant.organizationId, twice.id],
