@@ -290,18 +290,20 @@ export async function liftWebhookPause(em: Em, organizationId: string, webhookId
 }
 
 /**
- * The webhook's held deliveries (pending, due later, never past their schedule: the ones a pause or
- * the throttle holds, and retries waiting their delay) due now, at most `limit`, those due soonest
- * first, skipping rows another call holds. Answers them for the caller to queue.
+ * The webhook's held deliveries (pending and due later: the ones a pause or the throttle holds, and
+ * retries waiting their delay) due now, at most `limit`, those due soonest first, skipping rows
+ * another call holds. `awaitingFirstAttempt`: only those whose current schedule has made no attempt
+ * yet (waiting retries keep their delay). Answers them for the caller to queue.
  */
 export async function releaseHeld(
-  em: Em, organizationId: string, webhookId: string, limit: number,
+  em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
   const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
     `update webhook_deliveries set next_attempt_at = now()
       where id in (
         select id from webhook_deliveries
          where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
+           ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
          order by next_attempt_at, id limit ${limit}
          for update skip locked)
         and status = 'pending'

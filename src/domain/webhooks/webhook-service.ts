@@ -149,8 +149,12 @@ export async function findWebhook(em: Em, organizationId: string, webhookId: str
 
 export interface UpdatedWebhook {
   webhook: Webhook;
-  /** Its held deliveries should go now: its pause was lifted or its throttleRate changed (releaseHeldDeliveries). */
-  releaseHeld: boolean;
+  /**
+   * Its held deliveries should go now (releaseHeldDeliveries): `all` when its pause was lifted,
+   * `first-attempts` when only its throttleRate changed (those waiting for a slot at the old rate;
+   * retries keep their delay), `none` otherwise.
+   */
+  releaseHeld: 'all' | 'first-attempts' | 'none';
 }
 
 /**
@@ -178,7 +182,7 @@ export async function updateWebhook(
     updatedAt: new Date(),
   });
   await em.flush();
-  return { webhook, releaseHeld: rateChanged || (liftsPause && wasPaused) };
+  return { webhook, releaseHeld: liftsPause && wasPaused ? 'all' : rateChanged ? 'first-attempts' : 'none' };
 }
 
 export async function deleteWebhook(em: Em, organizationId: string, webhookId: string): Promise<boolean> {
@@ -201,10 +205,10 @@ export async function listDeliveries(
  * before its slot is told to wait for it again, so releasing never breaks the rate.
  */
 export async function releaseHeldDeliveries(
-  em: Em, organizationId: string, webhookId: string, { liftPause }: { liftPause: boolean },
+  em: Em, organizationId: string, webhookId: string, { liftPause, awaitingFirstAttempt = false }: { liftPause: boolean; awaitingFirstAttempt?: boolean },
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
   if (liftPause) await liftWebhookPause(em, organizationId, webhookId);
-  return releaseHeld(em, organizationId, webhookId, RELEASE_BATCH);
+  return releaseHeld(em, organizationId, webhookId, RELEASE_BATCH, { awaitingFirstAttempt });
 }
 
 /** Held deliveries one call releases at most (the oldest held first); the others go when their hold ends. */

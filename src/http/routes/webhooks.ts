@@ -141,8 +141,8 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     const patch = validate<WebhookPatch>(updateSchema, body);
     const updated = await updateWebhook(em, organizationId, id, patch, targetPolicy).catch(translateRefusal);
     if (!updated) throw webhookNotFound();
-    if (updated.releaseHeld) {
-      const released = await releaseHeldDeliveries(em, organizationId, id, { liftPause: false });
+    if (updated.releaseHeld !== 'none') {
+      const released = await releaseHeldDeliveries(em, organizationId, id, { liftPause: false, awaitingFirstAttempt: updated.releaseHeld === 'first-attempts' });
       // The change is stored; deliveries the queue cannot take now are the sweep's once due.
       await queueDeliveriesNow(app, released).catch(() => undefined);
     }
