@@ -4,7 +4,7 @@ import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
 const SECRET_PATTERN = /^whsec_[a-zA-Z0-9]{32,}$/;
-const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'throttleRate', 'updatedAt', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'pausedUntil', 'throttleRate', 'updatedAt', 'url'];
 const textField = { id: 'fld_a', type: 'text', label: 'A', required: false, config: {}, validationRules: {}, order: 0 };
 
 describe('webhooks API', () => {

@@ -28,6 +28,16 @@ export async function findSyncForAttempt(em: Em, syncId: string): Promise<SyncRo
   return row;
 }
 
+/**
+ * A sync held back without an attempt (its connection paused by HubSpot's 429) carries the time it
+ * will be tried as its next attempt time, so the sweeps of owed work pass it by until then.
+ */
+export async function holdSync(em: Em, syncId: string, waitMs: number): Promise<void> {
+  await em.execute(
+    `update crm_syncs set next_attempt_at = now() + ? * interval '1 millisecond' where id = ? and status = 'pending'`, [Math.ceil(waitMs), syncId],
+  );
+}
+
 /** Ends a pending sync without an attempt. */
 export async function failSync(em: Em, syncId: string, reason: string): Promise<void> {
   await em.execute(

@@ -89,14 +89,18 @@ export function operationalDeliveriesSql(events: string, { notTo }: { notTo?: st
 
 /**
  * The `endpoint.disabled` events of the webhooks a statement just disabled: `disabled` names a CTE
- * with columns (id, organization_id, url, failing_since, reason), one row per webhook whose
- * `enabled` that statement turned from true to false, so each disabling is one event.
+ * with columns (id, organization_id, failing_since, reason), one row per webhook whose `enabled` that
+ * statement turned from true to false, so each disabling is one event. The event names the webhook
+ * (its id and form) and never carries its URL, which may hold a secret (README, "Operational events").
+ * The form is read from the statement's snapshot, where the row is as before the disabling (its form
+ * is unchanged by it).
  */
 export function endpointDisabledEventsSql(disabled: string): string {
   return `
   select x.event_id, '${ENDPOINT_DISABLED}'::text as type, x.organization_id, x.id as about,
          json_build_object('id', x.event_id, 'type', '${ENDPOINT_DISABLED}', 'createdAt', ${isoSql('now()')},
-           'data', json_build_object('webhookId', x.id, 'url', x.url, 'reason', x.reason, 'failingSince', ${isoSql('x.failing_since')}))::text as payload
+           'data', json_build_object('webhookId', x.id, 'formId', (select f.form_id from webhooks f where f.id = x.id), 'reason', x.reason,
+             'failingSince', ${isoSql('x.failing_since')}))::text as payload
     from (select y.*, 'evt_' || substr(y.id, 4) || '_disabled_' || floor(extract(epoch from now()) * 1000)::bigint as event_id from ${disabled} y) x`;
 }
 
@@ -143,7 +147,7 @@ const RECORD_ATTEMPT_SQL = `
        ($12::text = 'succeeded' and ${SUCCESS_WRITES_SQL('w')})
        or ($12::text = 'failed' and (${FAILURE_STARTS_STREAK_SQL('w')} or $11::int is not null))
        or ($12::text = 'disable' and enabled))
-    returning id, organization_id, url, failing_since, $13::text as reason, $12::text = 'disable' as disabled
+    returning id, organization_id, failing_since, $13::text as reason, $12::text = 'disable' as disabled
   ), k as (
     select '${MESSAGE_ATTEMPT_FAILING}' as type from d
      where $12::text <> 'succeeded' and d.old_status = 'pending' and d.attempts - d.retry_base = ${FAILING_AT_ATTEMPT}
@@ -272,6 +276,57 @@ async function findMany(items: Array<{ em: Em; id: string }>): Promise<Array<Del
  */
 export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promise<DeliveryRow | undefined> {
   return batchOf(findBatches, em, findMany).call({ em, id: deliveryId });
+}
+
+const HOLD_DELIVERIES_SQL = `
+  update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
+    from unnest($1::text[], $2::int[]) as t(id, wait_ms)
+   where w.id = t.id and w.status = 'pending'`;
+
+const holdBatches = new WeakMap<object, TickBatch<{ em: Em; id: string; waitMs: number }, void>>();
+
+async function holdMany(items: Array<{ em: Em; id: string; waitMs: number }>): Promise<void[]> {
+  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs))]);
+  return items.map(() => undefined);
+}
+
+/**
+ * A delivery held back without an attempt (its webhook's throttleRate, a receiver's pause) carries
+ * the time it will be tried as its next attempt time: the delivery log shows it (`nextAttemptAt`)
+ * and the sweeps of owed work pass it by until then, so a held backlog never sits in front of
+ * another organization's lost enqueue. Holds of one turn of the event loop share one statement.
+ */
+export async function holdDelivery(em: Em, deliveryId: string, waitMs: number): Promise<void> {
+  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs });
+}
+
+/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After). */
+export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<void> {
+  await em.execute('update webhooks set paused_until = null where id = ? and organization_id = ? and paused_until is not null', [webhookId, organizationId]);
+}
+
+/**
+ * The webhook's held deliveries (pending and due later: the ones a pause or the throttle holds, and
+ * retries waiting their delay) due now, at most `limit`, those due soonest first, skipping rows
+ * another call holds. `awaitingFirstAttempt`: only those whose current schedule has made no attempt
+ * yet (waiting retries keep their delay). Answers them for the caller to queue.
+ */
+export async function releaseHeld(
+  em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
+): Promise<Array<{ id: string; jobGroup: string | null }>> {
+  const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
+    `update webhook_deliveries set next_attempt_at = now()
+      where id in (
+        select id from webhook_deliveries
+         where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
+           ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
+         order by next_attempt_at, id limit ${limit}
+         for update skip locked)
+        and status = 'pending'
+      returning id, job_group`,
+    [webhookId, organizationId],
+  );
+  return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));
 }
 
 /** Ends a pending delivery without an attempt. */

@@ -1,0 +1,114 @@
+import { expect } from 'chai';
+import { jobIds } from '../../src/queues/catalogue';
+import { call, createTenant, type TestTenant } from '../support/harness';
+import { startStack, type Stack } from '../support/worker-stack';
+
+/**
+ * A receiver's 429 pause shows on the webhook's read (`pausedUntil`), and a new URL, `enabled: true`,
+ * a manual retry and `recover` end it, in the database and in Redis: the deliveries it held are due
+ * now and their jobs wait no more. A throttleRate change releases held deliveries too (to take slots
+ * at the new rate). No workers run: the jobs stay in the queue to be looked at.
+ */
+describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a recovery', function () {
+  this.timeout(60_000);
+  let stack: Stack;
+  let tenant: TestTenant;
+  let webhookId: string;
+  before(async () => {
+    stack = await startStack([]);
+    tenant = await createTenant(stack.api.app);
+    const res = await call(stack.api.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'hook', url: 'http://127.0.0.1:9/a', events: ['submission.created'] },
+    });
+    expect(res.status, res.text).to.equal(201);
+    expect(res.body.webhook.pausedUntil).to.equal(null);
+    webhookId = res.body.webhook.id;
+  });
+  after(async () => stack.close());
+
+  const read = async () => (await call(stack.api.url, 'GET', `/v1/webhooks/${webhookId}`, { key: tenant.key })).body.webhook;
+  let n = 0;
+
+  /** Paused for an hour, with one delivery held until then behind a delayed job, as a worker leaves it. */
+  async function pausedWithHeld(): Promise<string> {
+    const id = `dlv_held${String(++n).padStart(12, '0')}`;
+    await stack.api.query(`update webhooks set paused_until = now() + interval '1 hour' where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt"}', 'pending', 0, now() + interval '1 hour')`,
+      [id, webhookId, tenant.organizationId, `evt_${id.slice(4)}`],
+    );
+    await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: id }, { delay: 3_600_000 });
+    const webhook = await read();
+    expect(Date.parse(webhook.pausedUntil)).to.be.closeTo(Date.now() + 3_600_000, 60_000);
+    return id;
+  }
+
+  async function expectReleased(deliveryId: string): Promise<void> {
+    expect((await read()).pausedUntil).to.equal(null);
+    const [row] = await stack.api.query('select next_attempt_at <= now() as due from webhook_deliveries where id = ?', [deliveryId]);
+    expect(row.due).to.equal(true);
+    const job = await stack.api.app.producer.queue('webhooks').getJob(jobIds.deliver(deliveryId));
+    expect(await job?.getState()).to.equal('waiting');
+  }
+
+  it('a new URL lifts the pause', async () => {
+    const held = await pausedWithHeld();
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { url: 'http://127.0.0.1:9/b' } });
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body.webhook.pausedUntil).to.equal(null);
+    await expectReleased(held);
+  });
+
+  it('enabled: true lifts the pause; another change (the name) does not', async () => {
+    const held = await pausedWithHeld();
+    await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { name: 'renamed' } });
+    expect((await read()).pausedUntil).to.not.equal(null);
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { enabled: true } });
+    expect(res.status, res.text).to.equal(200);
+    await expectReleased(held);
+  });
+
+  it('a manual retry lifts the pause and releases what it held', async () => {
+    const held = await pausedWithHeld();
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       values ('dlv_failedonce0000001', ?, ?, 'evt_failedonce0000001', 'form.submission.created', '{"id":"evt"}', 'failed', 3, null)`,
+      [webhookId, tenant.organizationId],
+    );
+    const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/deliveries/dlv_failedonce0000001/retry`, { key: tenant.key });
+    expect(res.status, res.text).to.equal(202);
+    await expectReleased(held);
+  });
+
+  it('recover lifts the pause and releases what it held', async () => {
+    const held = await pausedWithHeld();
+    const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/recover`, {
+      key: tenant.key, body: { since: new Date(Date.now() - 3_600_000).toISOString() },
+    });
+    expect(res.status, res.text).to.equal(202);
+    await expectReleased(held);
+  });
+
+  it('a throttleRate change releases the deliveries held at the old rate', async () => {
+    const id = 'dlv_ratehold000000001';
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       values (?, ?, ?, 'evt_ratehold000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 0, now() + interval '10 minutes')`,
+      [id, webhookId, tenant.organizationId],
+    );
+    await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: id }, { delay: 600_000 });
+    // A retry waiting its delay (one failed attempt) is not held by the rate: it keeps its delay.
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
+       values ('dlv_retrywait00000001', ?, ?, 'evt_retrywait00000001', 'form.submission.created', '{"id":"evt"}', 'pending', 1, 'Unexpected status 500', now() + interval '1 hour')`,
+      [webhookId, tenant.organizationId],
+    );
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { throttleRate: 50 } });
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body.webhook.throttleRate).to.equal(50);
+    await expectReleased(id);
+    const [retry] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_retrywait00000001'`);
+    expect(retry.waits).to.equal(true);
+  });
+});
