@@ -31,7 +31,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
 
   /** Paused for an hour, with one delivery held until then behind a delayed job, as a worker leaves it. */
   async function pausedWithHeld(): Promise<string> {
-    const id = `dlv_held${String(++n).padStart(12, '0')}`;
+    const id = `dlv_pause${String(++n).padStart(11, '0')}`;
     await stack.api.query(`update webhooks set paused_until = now() + interval '1 hour' where id = ?`, [webhookId]);
     await stack.api.query(
       `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
