@@ -33,7 +33,7 @@ import { git, previousRelease, SOURCE_ROOT } from './release';
  * Prints each step, its longest request and longest lock wait, and the commit it upgraded from.
  */
 /** Submissions and change-feed reads a second, spread over two keys (an enterprise key takes 2,000 a minute). */
-const RATE = Number(process.env.UPGRADE_RATE ?? 30);
+const RATE = Number(process.env.UPGRADE_RATE ?? 20);
 const STEP_MS = Number(process.env.UPGRADE_STEP_MS ?? 6_000);
 const MAX_BLOCK_MS = 2_000;
 const ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -83,13 +83,20 @@ function buildRelease(commit: string): Release {
   return { name: commit.slice(0, 10), root };
 }
 
-/** A TCP round-robin proxy: one address in front of the API processes, as a load balancer would be. */
+/**
+ * A TCP round-robin proxy: one address in front of the API processes, as a load balancer would be,
+ * with its deregistration delay: a backend taken out of rotation is stopped once the connections it
+ * has (requests queued in it on a busy machine) are done (`drained`).
+ */
 class Proxy {
   backends: number[] = [];
   private next = 0;
+  private active = new Map<number, number>();
   private server = net.createServer((client) => {
     const port = this.backends[this.next++ % Math.max(1, this.backends.length)];
     const upstream = net.connect(port, '127.0.0.1');
+    this.active.set(port, (this.active.get(port) ?? 0) + 1);
+    upstream.once('close', () => this.active.set(port, this.active.get(port)! - 1));
     client.pipe(upstream).pipe(client);
     const close = () => { client.destroy(); upstream.destroy(); };
     upstream.on('error', close);
@@ -100,6 +107,11 @@ class Proxy {
   async start(): Promise<void> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     this.port = (this.server.address() as net.AddressInfo).port;
+  }
+
+  /** Resolves once no connection to the backend on `port` is open (at most 60 s). */
+  async drained(port: number): Promise<void> {
+    await waitUntil(() => !this.active.get(port), 60_000, 50).catch(() => undefined);
   }
 
   close(): Promise<void> {
@@ -288,6 +300,7 @@ async function main(): Promise<void> {
 
     step = 'new release';
     proxy.backends = [newApi.port];
+    await proxy.drained(oldApi.port);
     await Promise.all([stop(oldApi), stop(oldWorkers)]);
     await pause(STEP_MS);
 
@@ -298,6 +311,7 @@ async function main(): Promise<void> {
     proxy.backends = [newApi.port, oldApi.port];
     await pause(1_000);
     proxy.backends = [oldApi.port];
+    await proxy.drained(newApi.port);
     await Promise.all([stop(newApi), stop(newWorkers)]);
     await pause(STEP_MS);
 
