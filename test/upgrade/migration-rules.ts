@@ -76,8 +76,9 @@ export function auditMigration(source: string, earlierSql = ''): Finding[] {
       findings.push({ kind: 'destructive', what: `add column ${m[1]} not null without a default (the previous release's inserts fail)`, object: m[1] });
     }
   }
-  for (const m of sql.matchAll(new RegExp(`create (?:unique )?index (concurrently )?(?:if not exists )?(?:${NAME} )?on (?:only )?${NAME}`, 'g'))) {
-    if (!m[1] && existingBig(m[3])) findings.push({ kind: 'blocking', what: `create index on existing table ${m[3]} without concurrently`, object: m[3] });
+  // `on only` a partitioned table builds nothing (the partitions' indexes, built concurrently, are attached to it).
+  for (const m of sql.matchAll(new RegExp(`create (?:unique )?index (concurrently )?(?:if not exists )?(?:${NAME} )?on (only )?${NAME}`, 'g'))) {
+    if (!m[1] && !m[3] && existingBig(m[4])) findings.push({ kind: 'blocking', what: `create index on existing table ${m[4]} without concurrently`, object: m[4] });
   }
   for (const m of sql.matchAll(new RegExp(`drop index (concurrently )?(?:if exists )?${NAME}`, 'g'))) {
     if (!m[1]) findings.push({ kind: 'blocking', what: `drop index ${m[2]} without concurrently`, object: m[2] });
