@@ -161,8 +161,8 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const config = loadConfig();
   if (argv[0] === 'migrate') {
-    await prepareDatabase(config);
-    process.stdout.write(`${JSON.stringify({ migrated: true })}\n`);
+    const applied = await prepareDatabase(config, (line) => process.stderr.write(`${line}\n`));
+    process.stdout.write(`${JSON.stringify({ migrated: true, applied })}\n`);
     return;
   }
   const orm = await initOrm(config.databaseUrl, 2, { preparedStatements: config.dbPreparedStatements, timeouts: ADMIN_DB_TIMEOUTS });

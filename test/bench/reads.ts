@@ -11,7 +11,7 @@ import { mapAtMost } from '../../src/lib/map-at-most';
 import { benchEnvironment, benchNumber, loadAgent, percentile, post, request, seedFormBench } from './support';
 
 /**
- * bench:reads: the archive's reads as one form grows (CONTRACT §23). Loads `--rows` submissions
+ * bench:reads: the archive's reads as one form grows (src/README.md, day counts). Loads `--rows` submissions
  * (default 5,000,000) into one form through the batch endpoint, and at 10,000, 1,000,000 and
  * `--rows` stored prints p50/p99 of the list's first, middle and last page, a one-day filter,
  * analytics, one submission by id, a change-feed page and the export's rate.

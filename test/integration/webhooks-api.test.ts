@@ -199,7 +199,7 @@ describe('webhooks API', () => {
         }
       });
 
-      it('accepts https:// to a public address and refuses http:// to the same address (CONTRACT §5)', async () => {
+      it('accepts https:// to a public address and refuses http:// to the same address (openapi.yaml)', async () => {
         const create = (url: string) => call(strict.url, 'POST', '/v1/webhooks', { key, body: { name: 'x', url, events: ['submission.created'] } });
         expect((await create('https://93.184.216.34/hook')).status).to.equal(201);
         const refused = await create('http://93.184.216.34/hook');

@@ -66,7 +66,7 @@ describe('webhook deliveries (workers in process)', () => {
   });
   const track = (s: Setup) => { receivers.push(s.receiver); return s; };
 
-  it('delivers the CONTRACT §7 payload, signed so the receiver can verify it', async () => {
+  it('delivers the README "Webhooks" payload, signed so the receiver can verify it', async () => {
     const s = track(await setup(stack));
     const submission = await submit(stack, s, { fld_email: 'ada@example.com', fld_name: { format: 'full', fullName: 'Ada L' }, fld_topic: 'returns' });
     await s.receiver.waitFor(1);

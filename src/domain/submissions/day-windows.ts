@@ -1,6 +1,6 @@
 // Pure rules of the day counts (day-counts.ts): which days of a date-time filter the counts cannot
 // answer, and where a page at some offset starts. The list, analytics and the usage roll-up read
-// days, not rows (CONTRACT §23).
+// days, not rows (src/README.md, day counts).
 
 const DAY_MS = 86_400_000;
 

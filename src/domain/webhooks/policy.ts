@@ -68,5 +68,5 @@ export function pauseAfter(statusCode: number | null, retryAfterMs: number | nul
   return Math.min(retryAfterMs, MAX_PAUSE_MS);
 }
 
-/** The consecutive failed attempt of one delivery that raises `message.attempt.failing` (CONTRACT §25). */
+/** The consecutive failed attempt of one delivery that raises `message.attempt.failing` (README "Webhooks"). */
 export const FAILING_AT_ATTEMPT = 4;

@@ -19,7 +19,7 @@ export const SECRET_PREFIX = 'whsec_';
  */
 const SECRET_LENGTH = 32;
 export const MAX_WEBHOOKS_PER_ORGANIZATION = 100;
-/** `throttleRate` bounds, deliveries a second (CONTRACT §25). */
+/** `throttleRate` bounds, deliveries a second (README "Webhooks"). */
 export const MIN_THROTTLE_RATE = 1;
 export const MAX_THROTTLE_RATE = 10_000;
 export const DEFAULT_ROTATION_GRACE_SECONDS = 86_400;

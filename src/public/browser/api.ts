@@ -127,7 +127,7 @@ export async function createPaymentIntent(formId: string, fieldId: string): Prom
   return { paymentIntentId: payload.paymentIntentId, clientSecret: payload.clientSecret };
 }
 
-/** Where the bytes of an upload go (CONTRACT §20): a presigned URL, or the service's own upload URL. */
+/** Where the bytes of an upload go (README "Files"): a presigned URL, or the service's own upload URL. */
 export interface UploadTicket {
   uploadId: string;
   url: string;

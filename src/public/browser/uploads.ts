@@ -1,4 +1,4 @@
-// File-upload fields (CONTRACT §20): each chosen file is uploaded as soon as it is picked — the
+// File-upload fields (README "Files"): each chosen file is uploaded as soon as it is picked — the
 // service is asked where its bytes go, then they are sent there with upload progress — and the
 // field's value is the uploads' ids, never the bytes. Per file: name, size, a progress bar, and
 // Retry (a failed upload) or Remove. A file the field refuses is named with the reason and never sent.
