@@ -8,6 +8,7 @@ import { FIND_SUBMISSION_SQL } from '../../src/domain/submissions/read-store';
 import { deleteSubmission, findSubmission, listSubmissions } from '../../src/domain/submissions/read-service';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { seed } from '../support/harness';
+import { findSyncForAttempt } from '../../src/domain/crm/store';
 
 const MONTH_MS = 30 * 86_400_000;
 
@@ -123,6 +124,32 @@ describe('reads that name their partition', function () {
     expect((await deleteSubmission(em, 'org_r', id))?.id).to.equal(id);
     expect(await findSubmission(em, 'org_r', id)).to.equal(null);
     ids.splice(300, 1);
+  });
+
+  it('reads a CRM sync\'s submission on its own month', async () => {
+    const { id, at } = ids.slice(100).find((r) => r.at.getUTCDate() > 1 && r.at.getUTCDate() < 28)!;
+    await seed(orm, `update submissions set data = '{"fld_email": "crm@example.com"}', submitter_email = 'crm@example.com' where id = ?`, [id]);
+    await seed(orm, `insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status)
+      values ('crm_r1', 'org_r', 'form_r', ?, 0, 'hubspot', 'pending'), ('crm_r2', 'org_r', 'form_r', 'sub_legacyRandom000009', 1, 'hubspot', 'pending')`, [id]);
+    // Every statement the read runs that names submissions, through the Em or its connection, with the partitions it plans.
+    const plans: string[][] = [];
+    const connection = em.getConnection();
+    const record = async (sql: string, params: unknown[]) => { if (/\bsubmissions\b/.test(sql)) plans.push(await explain(em, sql, params)); };
+    const recording = new Proxy(em, {
+      get: (target, key) => key === 'execute'
+        ? async (sql: string, params: unknown[] = [], ...rest: any[]) => { await record(sql, params); return (target as any).execute(sql, params, ...rest); }
+        : key === 'getConnection'
+          ? () => ({ execute: async (sql: string, params: unknown[] = [], ...rest: any[]) => { await record(sql, params); return connection.execute(sql, params, ...(rest as [])); } })
+          : (target as any)[key],
+    }) as Em;
+    const month = `submissions_p${at.getUTCFullYear()}_${String(at.getUTCMonth() + 1).padStart(2, '0')}`;
+    const row = await findSyncForAttempt(recording, 'crm_r1');
+    expect(row).to.include({ submission_id: id, submitter_email: 'crm@example.com' });
+    expect(row?.data).to.deep.equal({ fld_email: 'crm@example.com' });
+    expect(plans).to.deep.equal([[month]]);
+    // A submission that is gone: no values (read again over every month, as any miss is).
+    const gone = await findSyncForAttempt(em, 'crm_r2');
+    expect(gone).to.include({ id: 'crm_r2', data: null, submitter_email: null });
   });
 
   it('plans the first, a middle and the last page of the list on the months the page spans', async () => {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { SendResult } from '../../src/domain/webhooks/sender';
+import { failingTooLong } from '../../src/domain/webhooks/policy';
 import { findDeliveryForAttempt, recordDeliveryAttempt, type DeliveryRow } from '../../src/domain/webhooks/store';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant } from '../support/harness';
@@ -110,6 +111,31 @@ describe('webhook row writes on the delivery path', () => {
     expect(ended.xmin).to.not.equal(within.xmin);
     expect(ended.failing_since).to.equal(null);
     expect(ended.last_success_at!).to.be.greaterThan(quiet.last_success_at!);
+  });
+
+  it('does not disable a webhook for a streak a success ended while the failing attempt was in flight', async () => {
+    const disable = { kind: 'disable' as const, reason: 'failing_too_long' as const };
+    /** A webhook failing for six days, and a delivery of it read for its attempt (the streak as the attempt sees it). */
+    async function failingSixDays(): Promise<{ webhookId: string; ids: string[]; inFlight: DeliveryRow }> {
+      const { webhookId, ids } = await deliveries(2);
+      await em().execute(`update webhooks set failing_since = now() - interval '6 days', last_success_at = now() - interval '6 days'
+        where id = ?`, [webhookId]);
+      const inFlight = await findDeliveryForAttempt(em(), ids[0]) as DeliveryRow;
+      expect(failingTooLong(new Date(inFlight.failing_since!), new Date()), 'the attempt decides to disable').to.equal(true);
+      return { webhookId, ids, inFlight };
+    }
+    const state = async (id: string) => (await em().execute(`select enabled, failing_since from webhooks where id = ?`, [id]))[0];
+
+    // Another job's success ends the streak before the failing attempt is recorded: the webhook stays on.
+    const recovering = await failingSixDays();
+    await attempt(recovering.ids[1], ok, { kind: 'succeeded' });
+    await recordDeliveryAttempt(em(), recovering.inFlight, unavailable, disable, new Date());
+    expect(await state(recovering.webhookId)).to.deep.equal({ enabled: true, failing_since: null });
+
+    // Without that success, the same attempt disables it.
+    const failing = await failingSixDays();
+    await recordDeliveryAttempt(em(), failing.inFlight, unavailable, disable, new Date());
+    expect((await state(failing.webhookId)).enabled).to.equal(false);
   });
 
   it('starts a streak at the first failure of a webhook that never succeeded', async () => {

@@ -67,6 +67,20 @@ export async function findSubmissionRow(em: Em, organizationId: string, submissi
     ?? (isOpenWindow(window) ? undefined : await findSubmissionRowIn(em, organizationId, submissionId, OPEN_WINDOW));
 }
 
+/**
+ * A submission's values and submitter email (a CRM sync's attempt reads them), in the id's month
+ * with the same fallback over every month on a miss as findSubmissionRow.
+ */
+export async function findSubmissionValues(em: Em, organizationId: string, submissionId: string)
+  : Promise<{ data: Record<string, unknown>; submitter_email: string | null } | undefined> {
+  const read = async (window: [string, string]) => (await em.getConnection().execute<Array<{ data: Record<string, unknown>; submitter_email: string | null }>>(
+    `select data, submitter_email from submissions
+      where id = ? and organization_id = ? and created_at >= ?::timestamptz and created_at < ?::timestamptz`,
+    [submissionId, organizationId, ...window]))[0];
+  const window = idWindowParams(submissionId);
+  return await read(window) ?? (isOpenWindow(window) ? undefined : await read(OPEN_WINDOW));
+}
+
 /** FIND_SUBMISSION_SQL's parameters: id, organization, the window's from and until. */
 export const FIND_SUBMISSION_SQL = `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.language, s.created_at, s.form_version, f.title as form_title
        from submissions s join forms f on f.id = s.form_id

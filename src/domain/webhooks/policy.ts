@@ -13,10 +13,11 @@ export const AUTO_DISABLE_AFTER_MS = 5 * DAY_MS;
  *   recorded in the last STREAK_QUIET_MS (a quiet minute); any other failure writes nothing.
  * A receiver that fails now and then between successes thus never starts a streak, and its webhook
  * row is written about twice a minute, not twice per failure. A streak still means "no success
- * since": `failing_since` lies at most STREAK_QUIET_MS after the first failure of the run (the
- * recorded success lags the real one by at most SUCCESS_MARK_MS < STREAK_QUIET_MS), so the
- * auto-disable after AUTO_DISABLE_AFTER_MS and `endpoint.disabled`'s `failingSince` err by at most
- * a minute, late.
+ * since": `failing_since` is the first failure recorded a quiet minute after the last recorded
+ * success, never before the run's first failure; after it by up to a minute for a busy webhook, and
+ * for one whose attempts are sparse by up to the gap to its next failed attempt (a retry delay: a
+ * run whose first failure falls in the quiet minute starts at the next). The auto-disable after
+ * AUTO_DISABLE_AFTER_MS and `endpoint.disabled`'s `failingSince` thus err late, never early.
  */
 export const STREAK_QUIET_MS = 60_000;
 export const SUCCESS_MARK_MS = 30_000;

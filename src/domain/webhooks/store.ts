@@ -5,7 +5,7 @@ import { nextAttemptAt, rowStatus } from '../outbound/attempt';
 import {
   ENDPOINT_DISABLED, MESSAGE_ATTEMPT_EXHAUSTED, MESSAGE_ATTEMPT_FAILING, MESSAGE_ATTEMPT_RECOVERED, OPERATIONAL_EVENTS,
 } from './event-types';
-import { FAILING_AT_ATTEMPT, pauseAfter, STREAK_QUIET_MS, SUCCESS_MARK_MS, type DeliveryDecision } from './policy';
+import { AUTO_DISABLE_AFTER_MS, FAILING_AT_ATTEMPT, pauseAfter, STREAK_QUIET_MS, SUCCESS_MARK_MS, type DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
 
 // The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
@@ -44,6 +44,13 @@ const SUCCESS_WRITES_SQL = (w: string) => `(${w}.failing_since is not null or ${
 /** Whether a failure starts the streak of webhook row `w`: none running, and no success recorded within STREAK_QUIET_MS. */
 const FAILURE_STARTS_STREAK_SQL = (w: string) => `(${w}.failing_since is null and (${w}.last_success_at is null
   or ${w}.last_success_at < now() - interval '${STREAK_QUIET_MS} milliseconds'))`;
+
+/**
+ * Whether webhook row `w`'s streak is still older than AUTO_DISABLE_AFTER_MS (policy.ts) when the
+ * attempt is recorded: the decision to disable it was taken on the streak read before the attempt,
+ * and a success recorded meanwhile by another job (a receiver coming back) ended that streak.
+ */
+const STREAK_STILL_TOO_LONG_SQL = (w: string) => `(${w}.failing_since < now() - interval '${AUTO_DISABLE_AFTER_MS} milliseconds')`;
 
 /**
  * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's success
@@ -116,7 +123,8 @@ const OPERATIONAL_TYPES_SQL = `(${OPERATIONAL_EVENTS.map((e) => `'${e}'`).join('
  * - `message.attempt.exhausted`: a failure that ends the schedule (the decision says so);
  * - `message.attempt.recovered`: a success after a failed attempt;
  * each only when the row was still pending (a second run of one job after it ended raises nothing),
- * and `endpoint.disabled` only when this statement turned the webhook off. Event ids derive from
+ * and `endpoint.disabled` only when this statement turned the webhook off (for a streak too long: only
+ * while the streak is still that old, STREAK_STILL_TOO_LONG_SQL). Event ids derive from
  * the delivery and its attempt count (or the webhook and the moment), the rows from the unique key.
  * $11: a 429's pause in ms or null; $12: 'succeeded' | 'failed' | 'disable'; $13: the disabling's
  * reason; $14: whether the schedule is used up.
@@ -146,7 +154,7 @@ const RECORD_ATTEMPT_SQL = `
      where id = $10 and (
        ($12::text = 'succeeded' and ${SUCCESS_WRITES_SQL('w')})
        or ($12::text = 'failed' and (${FAILURE_STARTS_STREAK_SQL('w')} or $11::int is not null))
-       or ($12::text = 'disable' and enabled))
+       or ($12::text = 'disable' and enabled and ($13::text = 'gone' or ${STREAK_STILL_TOO_LONG_SQL('w')})))
     returning id, organization_id, failing_since, $13::text as reason, $12::text = 'disable' as disabled
   ), k as (
     select '${MESSAGE_ATTEMPT_FAILING}' as type from d
