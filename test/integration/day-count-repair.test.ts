@@ -4,6 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { rollupUsage } from '../../src/domain/usage/rollup';
 import { walkDayCounts, type FormDayDrift } from '../../src/domain/maintenance/day-count-repair';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { DAY_SLOTS, FOLD_DAY_COUNTS_SQL, foldDayCounts } from '../../src/domain/submissions/day-counts';
@@ -351,6 +352,25 @@ describe('day counts that heal', function () {
     expect((await repairForm(form.id)).map((d) => d.day)).to.deep.equal([0, 1, 2, 3, 4, 9].map((d) => new Date(base + d * DAY_MS).toISOString().slice(0, 10)));
     expect(await expectCountsExact(form.id)).to.equal(90 + 12 - 4);
     await expectPagesExact();
+  });
+
+  it('rolls up usage as the list reads its total: a day drifted below zero counts as none, not against the other days', async () => {
+    const form = await newForm();
+    const now = Date.now();
+    await storeAll([0, 1].map((i) => rowAt(form, new Date(now - 1000 - i), i)));
+    // yesterday: a row stored behind the counts' back, then deleted by this release (the day sums to -1)
+    const ghost = await insertUncounted(form.id, new Date(now - DAY_MS), 0);
+    expect((await call(t.url, 'DELETE', `/v1/submissions/${ghost}`, { key: tenant.key })).status).to.equal(204);
+    const [{ n }] = await t.query('select sum(count)::int as n from submission_day_counts where form_id = ?', [form.id]);
+    expect(n, 'the counts drifted below the rows').to.equal(1);
+    await rollupUsage(t.app.orm.em.fork(), { full: true });
+    const [{ usage }] = await t.query('select coalesce(sum(submissions), 0)::int as usage from usage_rollups where form_id = ?', [form.id]);
+    const listTotal = (await list(form.id, 'limit=1')).body.pagination.total;
+    expect(listTotal).to.equal(2);
+    expect(usage, 'usage and the list read the counts one way').to.equal(listTotal);
+    await repairForm(form.id);
+    await rollupUsage(t.app.orm.em.fork(), { full: true });
+    expect(await expectCountsExact(form.id)).to.equal(2);
   });
 
   it('counts check and counts repair: one line per drifted day, a summary, exit 1 on drift', async () => {
