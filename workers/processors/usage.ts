@@ -47,8 +47,13 @@ export const maintenance = async (app: AppContext) => {
   const em = app.orm.em.fork();
   const { retentionDays } = app.config;
   const { submissionRetentionMonths } = app.config;
+  const report = await runMaintenance(em, { retentionDays });
+  if (report.dayCountsRepairFailed) {
+    app.logger.warn({ err: report.dayCountsRepairFailed },
+      'the hourly repair of recently written day counts stopped; the next run starts again where it stopped (deploy/README.md: counts repair)');
+  }
   return {
-    ...(await runMaintenance(em, { retentionDays })),
+    ...report,
     submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays),
     submissionPartitionsCreated: await ensureSubmissionPartitions(em),
     submissionPartitionsDropped: submissionRetentionMonths ? await dropExpiredSubmissionPartitions(em, submissionRetentionMonths) : [],
