@@ -373,6 +373,21 @@ describe('day counts that heal', function () {
     expect(await expectCountsExact(form.id)).to.equal(2);
   });
 
+  it('rolls up usage after an organization is deleted by hand, its day counts left behind', async () => {
+    const gone = await createTenant(t.app);
+    const form = await createPublishedForm(t.url, gone.key, [fieldInput('fld_n', 'text', 'N')]);
+    const res = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: gone.key, body: { data: { fld_n: 'x' } } });
+    expect(res.status, res.text).to.equal(201);
+    await t.query('delete from organizations where id = ?', [gone.organizationId]);
+    const [{ n }] = await t.query('select count(*)::int as n from submission_day_counts where organization_id = ?', [gone.organizationId]);
+    expect(n, 'the counts outlive their organization').to.be.greaterThan(0);
+    await rollupUsage(t.app.orm.em.fork(), { full: true });
+    await rollupUsage(t.app.orm.em.fork());
+    expect(await t.query('select 1 from usage_rollups where organization_id = ?', [gone.organizationId])).to.deep.equal([]);
+    const report = await runMaintenance(t.app.orm.em.fork());
+    expect(report.dayCountsRepairFailed).to.equal(null);
+  });
+
   it('counts check and counts repair: one line per drifted day, a summary, exit 1 on drift', async () => {
     const form = await newForm();
     const now = Date.now();
