@@ -386,6 +386,29 @@ describe('day counts that heal', function () {
     expect(await t.query('select 1 from usage_rollups where organization_id = ?', [gone.organizationId])).to.deep.equal([]);
     const report = await runMaintenance(t.app.orm.em.fork());
     expect(report.dayCountsRepairFailed).to.equal(null);
+    // and counts repair zeroes what they held
+    const repaired: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: true }, (d) => repaired.push(d));
+    expect(repaired.map((d) => [d.formId, d.counted, d.stored])).to.deep.equal([[form.id, 0, 1]]);
+  });
+
+  it('checks and repairs the counts of a form deleted by hand, whose rows went with it', async () => {
+    const form = await newForm();
+    const day = new Date(Date.now() - 2 * DAY_MS);
+    await storeAll([0, 1, 2].map((i) => rowAt(form, new Date(day.getTime() + i * 1000), i)));
+    await t.query('delete from forms where id = ?', [form.id]);
+    expect(await t.query('select 1 from submissions where form_id = ?', [form.id]), 'the rows cascade').to.deep.equal([]);
+    const found: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: false }, (d) => found.push(d));
+    expect(found.filter((d) => d.formId === form.id)).to.deep.equal([{ formId: form.id, day: day.toISOString().slice(0, 10), counted: 0, stored: 3 }]);
+    const one: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId: form.id }, (d) => one.push(d));
+    expect(one).to.deep.equal(found);
+    const [{ n }] = await t.query('select coalesce(sum(count), 0)::int as n from submission_day_counts where form_id = ?', [form.id]);
+    expect(n).to.equal(0);
+    const after: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: false, formId: form.id }, (d) => after.push(d));
+    expect(after).to.deep.equal([]);
   });
 
   it('counts check and counts repair: one line per drifted day, a summary, exit 1 on drift', async () => {

@@ -1,7 +1,7 @@
 import type { Em } from '../../db/orm';
 import { timeOfId } from '../../lib/ids';
 import {
-  checkFormDays, databaseNow, formDaySpan, listCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
+  checkFormDays, databaseNow, formDaySpan, listCountedForms, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
   type DayDrift,
 } from '../submissions/day-counts';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
@@ -27,8 +27,9 @@ export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: st
   onDrift: (drift: FormDayDrift) => void): Promise<{ forms: number; drifted: number }> {
   let forms = 0;
   let drifted = 0;
-  for (let after = ''; ;) {
-    const page = await listCountedForms(em, after, FORMS_PAGE, opts.formId);
+  // the forms, then the counts left behind by forms deleted by hand (their rows went with them)
+  for (const list of [listCountedForms, listOrphanCountedForms]) for (let after = ''; ;) {
+    const page = await list(em, after, FORMS_PAGE, opts.formId);
     for (const form of page) {
       forms++;
       const span = await formDaySpan(em, form.id);
