@@ -464,6 +464,13 @@ describe('day counts that heal', function () {
     await deleteUncounted(form.id, rows[3].id);
     // and, the maintenance having stopped for five hours, three hours ago (read an hour at a time)
     await insertUncounted(form.id, new Date(now - 3 * 3_600_000), 3);
+    // and on other forms, one every 17 minutes of those five hours (each hour read ten minutes a statement: none skipped)
+    const others = [];
+    for (let k = 1; k <= 16; k++) {
+      const other = await newForm();
+      await insertUncounted(other.id, new Date(now - k * 17 * 60_000 - 7_000), 10 + k);
+      others.push(other.id);
+    }
     await t.query(`update system_settings set value = (now() - interval '5 hours')::text where key = 'day_counts_repaired_from'`);
     const [{ n: drifted }] = await t.query(
       `select count(*)::int as n from (select (created_at at time zone 'UTC')::date as day, count(*) from submissions where form_id = ? group by 1
@@ -473,6 +480,7 @@ describe('day counts that heal', function () {
     const report = await runMaintenance(t.app.orm.em.fork());
     expect(report.dayCountsRepaired).to.be.at.least(2);
     expect(await expectCountsExact(form.id)).to.equal(10);
+    for (const other of others) expect(await expectCountsExact(other)).to.equal(1);
     const [{ behind }] = await t.query(
       `select extract(epoch from now() - value::timestamptz)::int as behind from system_settings where key = 'day_counts_repaired_from'`);
     expect(behind).to.be.below(60);
