@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { initOrm } from '../../src/db/orm';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { walkDayCounts, type FormDayDrift } from '../../src/domain/maintenance/day-count-repair';
@@ -514,5 +515,39 @@ describe('day counts that heal', function () {
     expect(next.dayCountsRepairFailed).to.equal(null);
     expect(next.dayCountsRepaired).to.be.at.least(1);
     expect(await expectCountsExact(form.id)).to.equal(1);
+  });
+
+  it('passes over a form whose repair runs past the statement timeout, repairs the others, moves on and names it', async () => {
+    const [slow, other] = [await newForm(), await newForm()];
+    await runMaintenance(t.app.orm.em.fork());
+    await storeAll([rowAt(slow, new Date(Date.now() - 120_000), 0)]);
+    await t.query(
+      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
+       insert into submission_day_counts (organization_id, form_id, day, slot, count)
+       select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [slow.id]);
+    await insertUncounted(slow.id, new Date(Date.now() - 60_000), 1);
+    await insertUncounted(other.id, new Date(Date.now() - 60_000), 2);
+    // the slow form's day held (as a count of millions of rows would hold the statement) past a
+    // statement timeout that comes before any lock timeout
+    const orm = await initOrm(process.env.DATABASE_URL!, 2, { timeouts: { statementMs: 700, lockMs: 0, idleInTransactionMs: 0 } });
+    const { client } = await clientWithSlot(() => true);
+    let report: Awaited<ReturnType<typeof runMaintenance>>;
+    try {
+      await client.query('begin');
+      await client.query('select 1 from submission_day_counts where form_id = $1 and slot = 0 for update', [slow.id]);
+      report = await runMaintenance(orm.em.fork());
+    } finally {
+      await client.query('rollback');
+      await orm.close();
+    }
+    expect(report.dayCountsRepairFailed).to.equal(null);
+    expect(report.dayCountsRepairSkipped).to.deep.equal([{ formId: slow.id, days: [new Date(Date.now() - 60_000).toISOString().slice(0, 10)] }]);
+    expect(await expectCountsExact(other.id)).to.equal(1);
+    const [{ behind }] = await t.query(
+      `select extract(epoch from now() - value::timestamptz)::int as behind from system_settings where key = 'day_counts_repaired_from'`);
+    expect(behind, 'the mark moved on').to.be.below(60);
+    // what the warning tells the operator to run
+    expect((await repairForm(slow.id)).map((d) => [d.counted, d.stored])).to.deep.equal([[2, 1]]);
+    expect(await expectCountsExact(slow.id)).to.equal(2);
   });
 });

@@ -59,6 +59,14 @@ const TIME_ORDERED_IDS_SINCE = Date.UTC(2026, 0, 1);
 
 /** PostgreSQL's lock_timeout. */
 const LOCK_TIMEOUT = '55P03';
+/** PostgreSQL's statement_timeout. */
+const STATEMENT_TIMEOUT = '57014';
+
+/** What a run of the maintenance's repair did: the days it repaired, and the forms it passed over (their count of a day's rows ran past the statement timeout). */
+export interface RecentRepair {
+  repaired: FormDayDrift[];
+  skipped: Array<{ formId: string; days: string[] }>;
+}
 
 /** The writes a run repairs before moving its mark: an hour of them. */
 const WINDOW_MS = 3_600_000;
@@ -75,13 +83,14 @@ const READ_MS = 10 * 60_000;
  * that did not count them), and the days of the submissions deleted since, which the change feed
  * names by their time-ordered ids. An hour of writes at a time (read ten minutes a statement), the mark moving after each, so a
  * run cut short keeps what it did; each day found costs an index-only count of its rows, not the
- * archive. Answers the days repaired.
+ * archive. Answers the days repaired and the forms passed over.
  */
-export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<FormDayDrift[]> {
+export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<RecentRepair> {
   const mark = await readRepairMark(em);
   const floor = now.getTime() - LOOKBACK_MAX_MS;
   const readTo = await databaseNow(em);
   const repaired: FormDayDrift[] = [];
+  const skipped: RecentRepair['skipped'] = [];
   for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
@@ -103,17 +112,25 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<F
       if (lastRead) break;
       at = end;
     }
-    try {
-      for (const [formId, form] of forms) {
-        for (const d of await repairFormDays(em, form.organizationId, formId, [...form.days].sort())) repaired.push({ formId, ...d });
+    for (const [formId, form] of forms) {
+      const days = [...form.days].sort();
+      try {
+        for (const d of await repairFormDays(em, form.organizationId, formId, days)) repaired.push({ formId, ...d });
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
+        if (code === LOCK_TIMEOUT) return { repaired, skipped };
+        // a day of this form too big to count inside the workers' statement timeout: the others go on,
+        // the mark moves, and the worker names the form for `counts repair`, which has no such limit
+        if (code === STATEMENT_TIMEOUT) {
+          skipped.push({ formId, days });
+          continue;
+        }
+        throw err;
       }
-    } catch (err) {
-      // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
-      if ((err as { code?: string }).code === LOCK_TIMEOUT) return repaired;
-      throw err;
     }
     await writeRepairMark(em, until ?? readTo);
-    if (!until) return repaired;
+    if (!until) return { repaired, skipped };
     from = until;
   }
 }
