@@ -3,7 +3,9 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { initOrm } from '../../src/db/orm';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { rollupUsage } from '../../src/domain/usage/rollup';
 import { walkDayCounts, type FormDayDrift } from '../../src/domain/maintenance/day-count-repair';
 import { quotaMonth } from '../../src/domain/quotas/quota';
 import { DAY_SLOTS, FOLD_DAY_COUNTS_SQL, foldDayCounts } from '../../src/domain/submissions/day-counts';
@@ -353,6 +355,63 @@ describe('day counts that heal', function () {
     await expectPagesExact();
   });
 
+  it('rolls up usage as the list reads its total: a day drifted below zero counts as none, not against the other days', async () => {
+    const form = await newForm();
+    const now = Date.now();
+    await storeAll([0, 1].map((i) => rowAt(form, new Date(now - 1000 - i), i)));
+    // yesterday: a row stored behind the counts' back, then deleted by this release (the day sums to -1)
+    const ghost = await insertUncounted(form.id, new Date(now - DAY_MS), 0);
+    expect((await call(t.url, 'DELETE', `/v1/submissions/${ghost}`, { key: tenant.key })).status).to.equal(204);
+    const [{ n }] = await t.query('select sum(count)::int as n from submission_day_counts where form_id = ?', [form.id]);
+    expect(n, 'the counts drifted below the rows').to.equal(1);
+    await rollupUsage(t.app.orm.em.fork(), { full: true });
+    const [{ usage }] = await t.query('select coalesce(sum(submissions), 0)::int as usage from usage_rollups where form_id = ?', [form.id]);
+    const listTotal = (await list(form.id, 'limit=1')).body.pagination.total;
+    expect(listTotal).to.equal(2);
+    expect(usage, 'usage and the list read the counts one way').to.equal(listTotal);
+    await repairForm(form.id);
+    await rollupUsage(t.app.orm.em.fork(), { full: true });
+    expect(await expectCountsExact(form.id)).to.equal(2);
+  });
+
+  it('rolls up usage after an organization is deleted by hand, its day counts left behind', async () => {
+    const gone = await createTenant(t.app);
+    const form = await createPublishedForm(t.url, gone.key, [fieldInput('fld_n', 'text', 'N')]);
+    const res = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: gone.key, body: { data: { fld_n: 'x' } } });
+    expect(res.status, res.text).to.equal(201);
+    await t.query('delete from organizations where id = ?', [gone.organizationId]);
+    const [{ n }] = await t.query('select count(*)::int as n from submission_day_counts where organization_id = ?', [gone.organizationId]);
+    expect(n, 'the counts outlive their organization').to.be.greaterThan(0);
+    await rollupUsage(t.app.orm.em.fork(), { full: true });
+    await rollupUsage(t.app.orm.em.fork());
+    expect(await t.query('select 1 from usage_rollups where organization_id = ?', [gone.organizationId])).to.deep.equal([]);
+    const report = await runMaintenance(t.app.orm.em.fork());
+    expect(report.dayCountsRepairFailed).to.equal(null);
+    // and counts repair zeroes what they held
+    const repaired: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: true }, (d) => repaired.push(d));
+    expect(repaired.map((d) => [d.formId, d.counted, d.stored])).to.deep.equal([[form.id, 0, 1]]);
+  });
+
+  it('checks and repairs the counts of a form deleted by hand, whose rows went with it', async () => {
+    const form = await newForm();
+    const day = new Date(Date.now() - 2 * DAY_MS);
+    await storeAll([0, 1, 2].map((i) => rowAt(form, new Date(day.getTime() + i * 1000), i)));
+    await t.query('delete from forms where id = ?', [form.id]);
+    expect(await t.query('select 1 from submissions where form_id = ?', [form.id]), 'the rows cascade').to.deep.equal([]);
+    const found: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: false }, (d) => found.push(d));
+    expect(found.filter((d) => d.formId === form.id)).to.deep.equal([{ formId: form.id, day: day.toISOString().slice(0, 10), counted: 0, stored: 3 }]);
+    const one: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId: form.id }, (d) => one.push(d));
+    expect(one).to.deep.equal(found);
+    const [{ n }] = await t.query('select coalesce(sum(count), 0)::int as n from submission_day_counts where form_id = ?', [form.id]);
+    expect(n).to.equal(0);
+    const after: FormDayDrift[] = [];
+    await walkDayCounts(t.app.orm.em.fork(), { repair: false, formId: form.id }, (d) => after.push(d));
+    expect(after).to.deep.equal([]);
+  });
+
   it('counts check and counts repair: one line per drifted day, a summary, exit 1 on drift', async () => {
     const form = await newForm();
     const now = Date.now();
@@ -406,6 +465,13 @@ describe('day counts that heal', function () {
     await deleteUncounted(form.id, rows[3].id);
     // and, the maintenance having stopped for five hours, three hours ago (read an hour at a time)
     await insertUncounted(form.id, new Date(now - 3 * 3_600_000), 3);
+    // and on other forms, one every 17 minutes of those five hours (each hour read ten minutes a statement: none skipped)
+    const others = [];
+    for (let k = 1; k <= 16; k++) {
+      const other = await newForm();
+      await insertUncounted(other.id, new Date(now - k * 17 * 60_000 - 7_000), 10 + k);
+      others.push(other.id);
+    }
     await t.query(`update system_settings set value = (now() - interval '5 hours')::text where key = 'day_counts_repaired_from'`);
     const [{ n: drifted }] = await t.query(
       `select count(*)::int as n from (select (created_at at time zone 'UTC')::date as day, count(*) from submissions where form_id = ? group by 1
@@ -415,9 +481,73 @@ describe('day counts that heal', function () {
     const report = await runMaintenance(t.app.orm.em.fork());
     expect(report.dayCountsRepaired).to.be.at.least(2);
     expect(await expectCountsExact(form.id)).to.equal(10);
+    for (const other of others) expect(await expectCountsExact(other)).to.equal(1);
     const [{ behind }] = await t.query(
       `select extract(epoch from now() - value::timestamptz)::int as behind from system_settings where key = 'day_counts_repaired_from'`);
     expect(behind).to.be.below(60);
     expect((await runMaintenance(t.app.orm.em.fork())).dayCountsRepaired).to.equal(0);
+  });
+
+  it('goes on with the rest of the maintenance when the repair cannot read the rows, and heals at the next run', async () => {
+    const form = await newForm();
+    await runMaintenance(t.app.orm.em.fork());
+    await insertUncounted(form.id, new Date(Date.now() - 60_000), 1);
+    const [{ mark: markBefore }] = await t.query(`select value as mark from system_settings where key = 'day_counts_repaired_from'`);
+    // a slot of an old day for the fold, which runs after the repair
+    await t.query(`insert into submission_day_counts (organization_id, form_id, day, slot, count)
+                   values (?, 'form_foldme', current_date - 10, 3, 0)`, [tenant.organizationId]);
+    // the submissions locked as retention's DETACH locks them, past the workers' lock_timeout
+    const { client } = await clientWithSlot(() => true);
+    await client.query('begin');
+    await client.query('lock table submissions in access exclusive mode');
+    let report: Awaited<ReturnType<typeof runMaintenance>>;
+    try {
+      report = await runMaintenance(t.app.orm.em.fork());
+    } finally {
+      await client.query('rollback');
+    }
+    expect(report.dayCountsRepairFailed).to.be.a('string');
+    expect(report.dayCountsFolded, 'the fold ran after the failed repair').to.be.at.least(1);
+    await t.query(`delete from submission_day_counts where form_id = 'form_foldme'`);
+    const [{ mark: markAfter }] = await t.query(`select value as mark from system_settings where key = 'day_counts_repaired_from'`);
+    expect(markAfter, 'the mark stays where the failed run found it').to.equal(markBefore);
+    const next = await runMaintenance(t.app.orm.em.fork());
+    expect(next.dayCountsRepairFailed).to.equal(null);
+    expect(next.dayCountsRepaired).to.be.at.least(1);
+    expect(await expectCountsExact(form.id)).to.equal(1);
+  });
+
+  it('passes over a form whose repair runs past the statement timeout, repairs the others, moves on and names it', async () => {
+    const [slow, other] = [await newForm(), await newForm()];
+    await runMaintenance(t.app.orm.em.fork());
+    await storeAll([rowAt(slow, new Date(Date.now() - 120_000), 0)]);
+    await t.query(
+      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
+       insert into submission_day_counts (organization_id, form_id, day, slot, count)
+       select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [slow.id]);
+    await insertUncounted(slow.id, new Date(Date.now() - 60_000), 1);
+    await insertUncounted(other.id, new Date(Date.now() - 60_000), 2);
+    // the slow form's day held (as a count of millions of rows would hold the statement) past a
+    // statement timeout that comes before any lock timeout
+    const orm = await initOrm(process.env.DATABASE_URL!, 2, { timeouts: { statementMs: 700, lockMs: 0, idleInTransactionMs: 0 } });
+    const { client } = await clientWithSlot(() => true);
+    let report: Awaited<ReturnType<typeof runMaintenance>>;
+    try {
+      await client.query('begin');
+      await client.query('select 1 from submission_day_counts where form_id = $1 and slot = 0 for update', [slow.id]);
+      report = await runMaintenance(orm.em.fork());
+    } finally {
+      await client.query('rollback');
+      await orm.close();
+    }
+    expect(report.dayCountsRepairFailed).to.equal(null);
+    expect(report.dayCountsRepairSkipped).to.deep.equal([{ formId: slow.id, days: [new Date(Date.now() - 60_000).toISOString().slice(0, 10)] }]);
+    expect(await expectCountsExact(other.id)).to.equal(1);
+    const [{ behind }] = await t.query(
+      `select extract(epoch from now() - value::timestamptz)::int as behind from system_settings where key = 'day_counts_repaired_from'`);
+    expect(behind, 'the mark moved on').to.be.below(60);
+    // what the warning tells the operator to run
+    expect((await repairForm(slow.id)).map((d) => [d.counted, d.stored])).to.deep.equal([[2, 1]]);
+    expect(await expectCountsExact(slow.id)).to.equal(2);
   });
 });

@@ -1,7 +1,7 @@
 import type { Em } from '../../db/orm';
 import { timeOfId } from '../../lib/ids';
 import {
-  checkFormDays, databaseNow, formDaySpan, listCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
+  checkFormDays, databaseNow, formDaySpan, listCountedForms, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
   type DayDrift,
 } from '../submissions/day-counts';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
@@ -27,8 +27,9 @@ export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: st
   onDrift: (drift: FormDayDrift) => void): Promise<{ forms: number; drifted: number }> {
   let forms = 0;
   let drifted = 0;
-  for (let after = ''; ;) {
-    const page = await listCountedForms(em, after, FORMS_PAGE, opts.formId);
+  // the forms, then the counts left behind by forms deleted by hand (their rows went with them)
+  for (const list of [listCountedForms, listOrphanCountedForms]) for (let after = ''; ;) {
+    const page = await list(em, after, FORMS_PAGE, opts.formId);
     for (const form of page) {
       forms++;
       const span = await formDaySpan(em, form.id);
@@ -58,49 +59,78 @@ const TIME_ORDERED_IDS_SINCE = Date.UTC(2026, 0, 1);
 
 /** PostgreSQL's lock_timeout. */
 const LOCK_TIMEOUT = '55P03';
+/** PostgreSQL's statement_timeout. */
+const STATEMENT_TIMEOUT = '57014';
 
-/** The rows a run reads at once: an hour of them, so each statement stays well inside the workers' statement timeout. */
+/** What a run of the maintenance's repair did: the days it repaired, and the forms it passed over (their count of a day's rows ran past the statement timeout). */
+export interface RecentRepair {
+  repaired: FormDayDrift[];
+  skipped: Array<{ formId: string; days: string[] }>;
+}
+
+/** The writes a run repairs before moving its mark: an hour of them. */
 const WINDOW_MS = 3_600_000;
+/**
+ * The rows one statement reads: ten minutes of them, so it stays inside the workers' statement
+ * timeout (DB_STATEMENT_TIMEOUT_MS) on a busy service: an hour of 720,000 rows took 1.3 s to read
+ * on a loaded test machine, so an hour per statement stalled the repair at a few hundred a second.
+ */
+const READ_MS = 10 * 60_000;
 
 /**
  * Repairs the counts of every (form, UTC day) written since the previous run, found from the rows,
  * never from the counts: the days of the submissions created since (also those stored by a release
  * that did not count them), and the days of the submissions deleted since, which the change feed
- * names by their time-ordered ids. An hour of writes at a time, the mark moving after each, so a
+ * names by their time-ordered ids. An hour of writes at a time (read ten minutes a statement), the mark moving after each, so a
  * run cut short keeps what it did; each day found costs an index-only count of its rows, not the
- * archive. Answers the days repaired.
+ * archive. Answers the days repaired and the forms passed over.
  */
-export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<FormDayDrift[]> {
+export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<RecentRepair> {
   const mark = await readRepairMark(em);
   const floor = now.getTime() - LOOKBACK_MAX_MS;
   const readTo = await databaseNow(em);
   const repaired: FormDayDrift[] = [];
+  const skipped: RecentRepair['skipped'] = [];
   for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
-    const written = await readDaysWrittenBetween(em, from, until);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
       forms.set(formId, form);
     };
-    for (const c of written.created) add(c.formId, c.organizationId, c.day);
-    for (const d of written.deleted) {
-      const at = timeOfId(d.submissionId).getTime();
-      if (at >= TIME_ORDERED_IDS_SINCE && at <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(at)));
-    }
-    try {
-      for (const [formId, form] of forms) {
-        for (const d of await repairFormDays(em, form.organizationId, formId, [...form.days].sort())) repaired.push({ formId, ...d });
+    for (let at = from.getTime(); ;) {
+      const end = at + READ_MS;
+      const lastRead = end >= (until ?? readTo).getTime();
+      const written = await readDaysWrittenBetween(em, new Date(at), lastRead ? until : new Date(end));
+      for (const c of written.created) add(c.formId, c.organizationId, c.day);
+      for (const d of written.deleted) {
+        const idAt = timeOfId(d.submissionId).getTime();
+        if (idAt >= TIME_ORDERED_IDS_SINCE && idAt <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(idAt)));
       }
-    } catch (err) {
-      // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
-      if ((err as { code?: string }).code === LOCK_TIMEOUT) return repaired;
-      throw err;
+      if (lastRead) break;
+      at = end;
+    }
+    for (const [formId, form] of forms) {
+      const days = [...form.days].sort();
+      try {
+        for (const d of await repairFormDays(em, form.organizationId, formId, days)) repaired.push({ formId, ...d });
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
+        if (code === LOCK_TIMEOUT) return { repaired, skipped };
+        // a day of this form too big to count inside the workers' statement timeout: the others go on,
+        // the mark moves, and the worker names the form for `counts repair`, which has no such limit
+        if (code === STATEMENT_TIMEOUT) {
+          skipped.push({ formId, days });
+          continue;
+        }
+        throw err;
+      }
     }
     await writeRepairMark(em, until ?? readTo);
-    if (!until) return repaired;
+    if (!until) return { repaired, skipped };
     from = until;
   }
 }

@@ -14,6 +14,10 @@ export interface MaintenanceReport {
   deliveriesDeleted: number;
   crmSyncsDeleted: number;
   dayCountsRepaired: number;
+  /** Why the repair of recently written days stopped (null: it did not); it starts again from its mark next run. */
+  dayCountsRepairFailed: string | null;
+  /** Forms whose days the repair passed over (a day's count ran past the statement timeout): for `counts repair --form`. */
+  dayCountsRepairSkipped: Array<{ formId: string; days: string[] }>;
   dayCountsFolded: number;
 }
 
@@ -29,12 +33,26 @@ export interface MaintenanceReport {
 export async function runMaintenance(em: Em, opts: { retentionDays: number } = { retentionDays: 30 }): Promise<MaintenanceReport> {
   const idempotencyKeysDeleted = await deleteExpiredIdempotencyKeys(em);
   const webhooksDisabled = await disableWebhooksFailingSince(em, AUTO_DISABLE_AFTER_MS);
-  const dayCountsRepaired = (await repairRecentDayCounts(em)).length;
+  // The repair reads the rows: a lock timeout behind retention's DETACH, or a statement timeout on a
+  // heavy hour, stops it where its mark is, never the rest of the maintenance (nor, after it, the
+  // partitions the usage worker creates ahead).
+  let dayCountsRepaired = 0;
+  let dayCountsRepairFailed: string | null = null;
+  let dayCountsRepairSkipped: MaintenanceReport['dayCountsRepairSkipped'] = [];
+  try {
+    const { repaired, skipped } = await repairRecentDayCounts(em);
+    dayCountsRepaired = repaired.length;
+    dayCountsRepairSkipped = skipped;
+  } catch (err) {
+    dayCountsRepairFailed = (err as Error).message;
+  }
   await rollupUsage(em, { full: true });
   return {
     idempotencyKeysDeleted,
     webhooksDisabled,
     dayCountsRepaired,
+    dayCountsRepairFailed,
+    dayCountsRepairSkipped,
     outboxRowsDeleted: await deleteProcessedOutboxRows(em, opts.retentionDays),
     deliveriesDeleted: await deleteEndedDeliveries(em, opts.retentionDays),
     crmSyncsDeleted: await deleteEndedSyncs(em, opts.retentionDays),

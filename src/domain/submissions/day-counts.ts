@@ -205,6 +205,22 @@ export async function listCountedForms(em: Em, afterId: string, limit: number, f
   return rows.map((r) => ({ id: r.id, organizationId: r.organization_id }));
 }
 
+/**
+ * Forms gone from `forms` (deleted by hand, or with their organization) whose counts stayed behind
+ * (the counts have no foreign key; their rows went with the form), by id after `afterId`, at most
+ * `limit`; only `formId` when given. One pass over the counts' primary key for a whole walk.
+ */
+export async function listOrphanCountedForms(em: Em, afterId: string, limit: number, formId?: string)
+  : Promise<Array<{ id: string; organizationId: string }>> {
+  const rows = await em.getConnection().execute<Array<{ form_id: string; organization_id: string }>>(
+    `select distinct on (c.form_id) c.form_id, c.organization_id from submission_day_counts c
+      where c.form_id > ? ${formId ? 'and c.form_id = ?' : ''} and not exists (select from forms f where f.id = c.form_id)
+      order by c.form_id limit ?`,
+    formId ? [afterId, formId, limit] : [afterId, limit],
+  );
+  return rows.map((r) => ({ id: r.form_id, organizationId: r.organization_id }));
+}
+
 /** The first and last UTC day the form has rows or counts on (null: neither). */
 export async function formDaySpan(em: Em, formId: string): Promise<{ first: string; last: string } | null> {
   const [row] = await em.getConnection().execute(
