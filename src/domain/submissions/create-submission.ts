@@ -397,7 +397,13 @@ async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, 
     const found = await submittableForm(deps, request.organizationId, request.formId, attempt > 0);
     if ('refusal' in found) return refuse(found.refusal);
     const check = await checkSubmission(deps, found.form, request, idem);
-    if (!check.ok) return refuse(refusalOfChangedForm(request.formVersion, found.form, check.refusal));
+    if (!check.ok) {
+      const refusal = refusalOfChangedForm(request.formVersion, found.form, check.refusal);
+      // This process's cached form may lag behind the one the page was given: a 409 carries the
+      // form as the database has it, never an older one the page would fall back to.
+      if (refusal.kind === 'form_changed' && attempt === 0) continue;
+      return refuse(refusal);
+    }
     const result = await storeCheckedSubmission(deps, check.checked);
     if (result !== DECIDE_AGAIN) return result;
   }
