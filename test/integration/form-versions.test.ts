@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { BACKFILL_FORM_VERSIONS_SQL } from '../../src/db/migrations/Migration20261127000600_form_versions';
+import { BACKFILL_FORM_VERSION_COLUMNS_SQL } from '../../src/db/migrations/Migration20261127000601_form_version_columns';
 import { FORM_CHANGED_NOTICE, formChangedNotice } from '../../src/public/browser/values';
 import { replaceStructure } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
@@ -295,6 +296,21 @@ describe('form versions', () => {
       expect((await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&version=${bad}`, { key: tenant.key })).status).to.equal(400);
     }
   });
+  it('keeps the export\'s columns with each version, one row per field id (the backfill reads the same from the kept versions)', async () => {
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    for (const fields of [V2, V3, V4]) expect((await replace(form.id, fields)).status).to.equal(200);
+    const columns = async () => (await t.app.orm.em.fork().getConnection().execute(
+      `select field_id, label, version, position from form_version_columns where form_id = ? order by field_id`, [form.id]))
+      .map((r: any) => [r.field_id, r.label, r.version, r.position]);
+    const kept = await columns();
+    expect(kept).to.deep.equal([
+      ['fld_email', 'Email', 2, 2], ['fld_name', 'Full name', 4, 1], ['fld_phone', 'Phone', 4, 3], ['fld_topic', 'Department', 4, 2],
+    ]);
+    await seed(t.app.orm, 'delete from form_version_columns where form_id = ?', [form.id]);
+    await seed(t.app.orm, BACKFILL_FORM_VERSION_COLUMNS_SQL);
+    expect(await columns()).to.deep.equal(kept);
+  });
+
   it('takes a form through three versions (a relabel; a removed field and a new required one), a submission under each', async () => {
     const log = (label: string, value: unknown) => console.log(`      ${label}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
     const hook = await call(t.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'demo', url: 'http://127.0.0.1:9/demo', events: ['submission.created'] } });
