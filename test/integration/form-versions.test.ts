@@ -292,6 +292,9 @@ describe('form versions', () => {
     expect(only2.text.trim().split('\r\n').slice(1).map((l) => l.split(',')[4])).to.deep.equal(['2']);
     const nd = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=ndjson&version=3`, { key: tenant.key });
     expect(nd.text.trim().split('\n').map((l) => JSON.parse(l).formVersion)).to.deep.equal([3]);
+    const unknown = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&version=5`, { key: tenant.key });
+    expect(unknown.status).to.equal(404);
+    expect(unknown.body.error).to.equal('not_found');
     for (const bad of ['0', 'x', '1.5']) {
       expect((await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&version=${bad}`, { key: tenant.key })).status).to.equal(400);
     }
