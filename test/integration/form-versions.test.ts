@@ -129,6 +129,26 @@ describe('form versions', () => {
     expect(sub.body.submission.formVersion).to.equal(2);
   });
 
+  it('keeps a structure the previous release replaced once, however many readers find it unrecorded at once', async () => {
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    await seed(t.app.orm, `update form_fields set label = 'Subject' where form_id = ? and field_id = 'fld_topic'`, [form.id]);
+    await seed(t.app.orm, `update forms set updated_at = date_trunc('milliseconds', now()) where id = ?`, [form.id]);
+    t.app.forgetForm(form.id);
+    const reads = await Promise.all([
+      ...[1, 2, 3, 4].map(() => call(t.url, 'GET', `/v1/forms/${form.id}`, { key: tenant.key })),
+      ...[1, 2, 3].map(() => call(t.url, 'GET', `/v1/forms/${form.id}/versions`, { key: tenant.key })),
+      submit(form.id, { fld_name: 'Ann' }),
+      // ... and a replacement by this release at the same time: its own version comes after.
+      replace(form.id, V2),
+    ]);
+    expect(reads.map((r) => r.status)).to.not.include(500);
+    const list = await call(t.url, 'GET', `/v1/forms/${form.id}/versions`, { key: tenant.key });
+    expect(list.body.versions.map((v: any) => v.version)).to.deep.equal([3, 2, 1]);
+    const labels = await Promise.all([1, 2, 3].map(async (n) =>
+      (await call(t.url, 'GET', `/v1/forms/${form.id}/versions/${n}`, { key: tenant.key })).body.version.fields[2].label));
+    expect(labels).to.deep.equal(['Topic', 'Subject', 'Department']);
+  });
+
   it('the migration\'s backfill writes versions equal to the structure they were taken from (no spurious next version)', async () => {
     const form = await createPublishedForm(t.url, tenant.key, [
       ...V1, fieldInput('fld_pick', 'select', 'Pick', { order: 3, config: { options: [{ label: 'A', value: 'a' }] }, prefillParam: 'pick' }),
