@@ -27,6 +27,7 @@ import { Migration20261127000300_webhook_last_success } from './migrations/Migra
 import { Migration20261127000400_languages } from './migrations/Migration20261127000400_languages';
 import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
 import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
+import { Migration20261127000601_form_version_columns } from './migrations/Migration20261127000601_form_version_columns';
 
 export type { Em, Orm };
 
@@ -52,6 +53,7 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261127000400_languages', class: Migration20261127000400_languages },
   { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
   { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },
+  { name: 'Migration20261127000601_form_version_columns', class: Migration20261127000601_form_version_columns },
 ];
 
 /**

@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import { BACKFILL_FORM_VERSIONS_SQL } from '../../src/db/migrations/Migration20261127000600_form_versions';
+import { BACKFILL_FORM_VERSION_COLUMNS_SQL } from '../../src/db/migrations/Migration20261127000601_form_version_columns';
 import { FORM_CHANGED_NOTICE, formChangedNotice } from '../../src/public/browser/values';
+import { replaceStructure } from '../../src/domain/forms/form-service';
+import { normalizeStructure } from '../../src/domain/forms/structure';
 import { feedSettled } from '../support/change-feed';
 import { call, createKey, createPublishedForm, createTenant, fieldInput, seed, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
@@ -36,6 +39,11 @@ describe('form versions', () => {
     call(t.url, 'PUT', `/v1/forms/${formId}/structure`, { key: tenant.key, body: { pages: [], fields } });
   const submit = (formId: string, data: Record<string, unknown>) =>
     call(t.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body: { data } });
+  /** A replacement made by another process: this one's form cache is not told. */
+  const replaceElsewhere = async (formId: string, fields: unknown[]) => {
+    const { structure } = normalizeStructure({ pages: [], fields }, (prefix) => `${prefix}_x`);
+    expect(await replaceStructure(t.app.orm.em.fork(), tenant.organizationId, formId, structure!, undefined, t.app.encryptionKey)).to.not.equal(null);
+  };
   const publicPost = (formId: string, body: Record<string, unknown>, path = '') =>
     call(t.url, 'POST', `/public/forms/${formId}${path}`, { body });
 
@@ -121,6 +129,26 @@ describe('form versions', () => {
     expect(sub.body.submission.formVersion).to.equal(2);
   });
 
+  it('keeps a structure the previous release replaced once, however many readers find it unrecorded at once', async () => {
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    await seed(t.app.orm, `update form_fields set label = 'Subject' where form_id = ? and field_id = 'fld_topic'`, [form.id]);
+    await seed(t.app.orm, `update forms set updated_at = date_trunc('milliseconds', now()) where id = ?`, [form.id]);
+    t.app.forgetForm(form.id);
+    const reads = await Promise.all([
+      ...[1, 2, 3, 4].map(() => call(t.url, 'GET', `/v1/forms/${form.id}`, { key: tenant.key })),
+      ...[1, 2, 3].map(() => call(t.url, 'GET', `/v1/forms/${form.id}/versions`, { key: tenant.key })),
+      submit(form.id, { fld_name: 'Ann' }),
+      // ... and a replacement by this release at the same time: its own version comes after.
+      replace(form.id, V2),
+    ]);
+    expect(reads.map((r) => r.status)).to.not.include(500);
+    const list = await call(t.url, 'GET', `/v1/forms/${form.id}/versions`, { key: tenant.key });
+    expect(list.body.versions.map((v: any) => v.version)).to.deep.equal([3, 2, 1]);
+    const labels = await Promise.all([1, 2, 3].map(async (n) =>
+      (await call(t.url, 'GET', `/v1/forms/${form.id}/versions/${n}`, { key: tenant.key })).body.version.fields[2].label));
+    expect(labels).to.deep.equal(['Topic', 'Subject', 'Department']);
+  });
+
   it('the migration\'s backfill writes versions equal to the structure they were taken from (no spurious next version)', async () => {
     const form = await createPublishedForm(t.url, tenant.key, [
       ...V1, fieldInput('fld_pick', 'select', 'Pick', { order: 3, config: { options: [{ label: 'A', value: 'a' }] }, prefillParam: 'pick' }),
@@ -201,6 +229,64 @@ describe('form versions', () => {
     }
   });
 
+  it('replays an answer kept before versions were recorded with formVersion null (single and batch)', async () => {
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    const headers = { 'Idempotency-Key': 'before-versions-1' };
+    const body = { data: { fld_name: 'Ann' } };
+    const first = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body, headers });
+    expect(first.status).to.equal(201);
+    const batchHeaders = { 'Idempotency-Key': 'before-versions-2' };
+    const batchBody = { submissions: [{ data: { fld_name: 'Bob' } }] };
+    expect((await call(t.url, 'POST', `/v1/forms/${form.id}/submissions/batch`, { key: tenant.key, body: batchBody, headers: batchHeaders })).status)
+      .to.be.oneOf([200, 201, 207]);
+    // As the previous release kept them: no formVersion in the answer.
+    await seed(t.app.orm, `update idempotency_keys set response_body = response_body #- '{submission,formVersion}'
+                            where organization_id = ? and key = ?`, [tenant.organizationId, 'before-versions-1']);
+    await seed(t.app.orm, `update idempotency_keys set response_body = jsonb_set(response_body, '{results,0}',
+                                   (response_body #> '{results,0}') #- '{submission,formVersion}')
+                            where organization_id = ? and key = ?`, [tenant.organizationId, 'before-versions-2']);
+    const again = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body, headers });
+    expect(again.status).to.equal(201);
+    expect(again.body.submission.id).to.equal(first.body.submission.id);
+    expect(again.body.submission).to.have.property('formVersion', null);
+    const batchAgain = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions/batch`, { key: tenant.key, body: batchBody, headers: batchHeaders });
+    expect(batchAgain.body.results[0].submission).to.have.property('formVersion', null);
+  });
+
+  it('answers form_changed with the form as stored, not an older one this process still caches', async () => {
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    expect((await call(t.url, 'GET', `/public/forms/${form.id}`)).body.version).to.equal(1); // cached now
+    // Another process publishes version 2 (a new required field); this one hears nothing of it.
+    await replaceElsewhere(form.id, V4.map((f, i) => ({ ...f, order: i })));
+    // A page loaded from that other process answers version 2.
+    const answers = { fld_name: 'Ann', fld_topic: 'Sales', fld_phone: '+1 555 0100' };
+    const stored = await publicPost(form.id, { values: answers, formVersion: 2 });
+    expect(stored.status, stored.text).to.equal(200);
+    const detail = await call(t.url, 'GET', `/v1/submissions/${stored.body.submissionId}`, { key: tenant.key });
+    expect(detail.body.submission.formVersion).to.equal(2);
+    // A page still at version 1 is shown version 2, not the cached version 1 (on /check too).
+    await call(t.url, 'GET', `/public/forms/${form.id}`);
+    await replaceElsewhere(form.id, V3);
+    for (const path of ['', '/check']) {
+      const changed = await publicPost(form.id, { values: answers, formVersion: 2 }, path);
+      expect(changed.status, path).to.equal(409);
+      expect(changed.body.form.version, path).to.equal(3);
+    }
+  });
+
+  it('answers form_changed with the current form in the language the page was shown in', async () => {
+    const created = await call(t.url, 'POST', '/v1/forms', {
+      key: tenant.key,
+      body: { title: 'Lang', status: 'published', pages: [], fields: V1, translations: { fr: { fields: { fld_name: { label: 'Nom complet' } } } } },
+    });
+    expect(created.status, created.text).to.equal(201);
+    const formId = created.body.form.id;
+    expect((await replace(formId, V4.map((f, i) => ({ ...f, order: i })))).status).to.equal(200);
+    const changed = await publicPost(formId, { values: { fld_name: 'Ann', fld_email: 'a@example.com' }, formVersion: 1, language: 'fr' });
+    expect(changed.status).to.equal(409);
+    expect(changed.body.form.fields[0].label).to.equal('Nom complet');
+  });
+
   it('exports one column per field any version had, headed by its newest label, with formVersion; ?version=n filters', async () => {
     const form = await createPublishedForm(t.url, tenant.key, V1);
     await submit(form.id, { fld_name: 'Ann', fld_email: 'ann@example.com', fld_topic: 'Sales' });
@@ -226,10 +312,28 @@ describe('form versions', () => {
     expect(only2.text.trim().split('\r\n').slice(1).map((l) => l.split(',')[4])).to.deep.equal(['2']);
     const nd = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=ndjson&version=3`, { key: tenant.key });
     expect(nd.text.trim().split('\n').map((l) => JSON.parse(l).formVersion)).to.deep.equal([3]);
+    const unknown = await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&version=5`, { key: tenant.key });
+    expect(unknown.status).to.equal(404);
+    expect(unknown.body.error).to.equal('not_found');
     for (const bad of ['0', 'x', '1.5']) {
       expect((await call(t.url, 'GET', `/v1/forms/${form.id}/submissions/export?format=csv&version=${bad}`, { key: tenant.key })).status).to.equal(400);
     }
   });
+  it('keeps the export\'s columns with each version, one row per field id (the backfill reads the same from the kept versions)', async () => {
+    const form = await createPublishedForm(t.url, tenant.key, V1);
+    for (const fields of [V2, V3, V4]) expect((await replace(form.id, fields)).status).to.equal(200);
+    const columns = async () => (await t.app.orm.em.fork().getConnection().execute(
+      `select field_id, label, version, position from form_version_columns where form_id = ? order by field_id`, [form.id]))
+      .map((r: any) => [r.field_id, r.label, r.version, r.position]);
+    const kept = await columns();
+    expect(kept).to.deep.equal([
+      ['fld_email', 'Email', 2, 2], ['fld_name', 'Full name', 4, 1], ['fld_phone', 'Phone', 4, 3], ['fld_topic', 'Department', 4, 2],
+    ]);
+    await seed(t.app.orm, 'delete from form_version_columns where form_id = ?', [form.id]);
+    await seed(t.app.orm, BACKFILL_FORM_VERSION_COLUMNS_SQL);
+    expect(await columns()).to.deep.equal(kept);
+  });
+
   it('takes a form through three versions (a relabel; a removed field and a new required one), a submission under each', async () => {
     const log = (label: string, value: unknown) => console.log(`      ${label}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
     const hook = await call(t.url, 'POST', '/v1/webhooks', { key: tenant.key, body: { name: 'demo', url: 'http://127.0.0.1:9/demo', events: ['submission.created'] } });

@@ -1,4 +1,5 @@
 import { Migration } from '@mikro-orm/migrations';
+import { BACKFILL_FORM_VERSION_COLUMNS_SQL, CREATE_FORM_VERSION_COLUMNS_SQL } from './Migration20261127000601_form_version_columns';
 
 /**
  * Every live form's current structure as its version 1 (a form has no other before this
@@ -54,6 +55,10 @@ create table if not exists form_versions (
 );`);
     // Before any strong lock: the backfill reads forms as traffic does (ACCESS SHARE).
     this.addSql(BACKFILL_FORM_VERSIONS_SQL);
+    // The export's columns across versions (Migration20261127000601_form_version_columns), filled
+    // here, before the locks below, which later migrations of the same upgrade run under.
+    this.addSql(CREATE_FORM_VERSION_COLUMNS_SQL);
+    this.addSql(BACKFILL_FORM_VERSION_COLUMNS_SQL);
     // Last, as the lock each takes is held until the migration commits: both columns in one try,
     // so a try that waits past lock_timeout gives both locks back, waits and tries again.
     this.addSql(`set local lock_timeout = '1s';`);

@@ -114,13 +114,29 @@ export async function findFormVersion(em: Em, formId: string, version: number): 
   return row;
 }
 
-/** Keeps a version; a version once kept is never changed (a second insert of it does nothing). */
+/**
+ * Keeps a version; a version once kept is never changed (a second insert of it does nothing). In the
+ * same statement, its fields become the newest of their ids in the export's columns
+ * (`form_version_columns`, fieldsOfAllVersions).
+ */
 export async function insertFormVersion(em: Em, row: {
   formId: string; organizationId: string; version: number; createdAt: Date; pages: unknown[]; fields: unknown[];
 }): Promise<void> {
   await em.execute(
-    `insert into form_versions (form_id, version, organization_id, created_at, pages, fields)
-     values (?, ?, ?, ?, ?::jsonb, ?::jsonb) on conflict do nothing`,
+    `with kept as (
+       insert into form_versions (form_id, version, organization_id, created_at, pages, fields)
+       values (?, ?, ?, ?, ?::jsonb, ?::jsonb) on conflict do nothing
+       returning form_id, organization_id, version, fields
+     )
+     insert into form_version_columns (form_id, field_id, organization_id, label, type, version, position)
+     select distinct on (f.value->>'id') k.form_id, f.value->>'id', k.organization_id, f.value->>'label', f.value->>'type',
+            k.version, f.ordinality::int
+       from kept k, jsonb_array_elements(k.fields) with ordinality f
+      where f.value->>'id' is not null
+      order by f.value->>'id', f.ordinality
+     on conflict (form_id, field_id) do update
+        set label = excluded.label, type = excluded.type, version = excluded.version, position = excluded.position
+      where form_version_columns.version <= excluded.version`,
     [row.formId, row.version, row.organizationId, row.createdAt.toISOString(), JSON.stringify(row.pages), JSON.stringify(row.fields)], 'run',
   );
 }
@@ -151,17 +167,15 @@ export async function listFormVersions(em: Em, organizationId: string, formId: s
 
 /**
  * Every field id any version of the form had, once, with the newest version that had it, its label
- * and type there, and its position in that version: one row per distinct field, whatever the number
- * of versions (the export's columns across versions).
+ * and type there, and its position in that version (the export's columns across versions): read
+ * from `form_version_columns`, kept with each version, so one row per distinct field whatever the
+ * number of versions.
  */
 export async function fieldsOfAllVersions(em: Em, organizationId: string, formId: string)
   : Promise<Array<{ id: string; label: string; type: string; version: number; position: number }>> {
   return em.execute<Array<{ id: string; label: string; type: string; version: number; position: number }>>(
-    `select distinct on (f.value->>'id') f.value->>'id' as id, f.value->>'label' as label, f.value->>'type' as type,
-            v.version, f.ordinality::int as position
-       from form_versions v, jsonb_array_elements(v.fields) with ordinality f
-      where v.form_id = ? and v.organization_id = ?
-      order by f.value->>'id', v.version desc`,
+    `select field_id as id, label, type, version, position from form_version_columns
+      where form_id = ? and organization_id = ?`,
     [formId, organizationId],
   );
 }

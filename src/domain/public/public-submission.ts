@@ -102,19 +102,27 @@ async function quotaReached(deps: SubmissionDeps, form: CachedForm): Promise<boo
  */
 export async function checkPublicSubmission(deps: SubmissionDeps, request: { formId: string; body: unknown })
   : Promise<{ ok: true } | { ok: false; refusal: PublicRefusal }> {
-  const found = await submittableForm(deps, null, request.formId, false);
-  if ('refusal' in found) return { ok: false, refusal: { kind: 'not_found' } };
   const problem = bodyProblem(request.body, CHECK_BODY_KEYS);
-  if (problem) return { ok: false, refusal: { kind: 'bad_body', message: problem } };
   const body = request.body as Record<string, unknown>;
-  const check = await checkSubmission(deps, found.form, {
-    data: body.values,
-    submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
-    submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
-    source: 'public',
-    metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
-  }, null, { paymentMade: false });
-  if (!check.ok) return { ok: false, refusal: refusalOfChangedForm(answeredVersion(body), found.form, check.refusal) };
-  if (await quotaReached(deps, found.form)) return { ok: false, refusal: { kind: 'quota_exceeded' } };
-  return { ok: true };
+  // A second, fresh read of the form before answering form_changed (as decideAndStore does).
+  for (const fresh of [false, true]) {
+    const found = await submittableForm(deps, null, request.formId, fresh);
+    if ('refusal' in found) return { ok: false, refusal: { kind: 'not_found' } };
+    if (problem) return { ok: false, refusal: { kind: 'bad_body', message: problem } };
+    const check = await checkSubmission(deps, found.form, {
+      data: body.values,
+      submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
+      submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
+      source: 'public',
+      metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
+    }, null, { paymentMade: false });
+    if (!check.ok) {
+      const refusal = refusalOfChangedForm(answeredVersion(body), found.form, check.refusal);
+      if (refusal.kind === 'form_changed' && !fresh) continue;
+      return { ok: false, refusal };
+    }
+    if (await quotaReached(deps, found.form)) return { ok: false, refusal: { kind: 'quota_exceeded' } };
+    return { ok: true };
+  }
+  throw new Error('unreachable: the fresh read answers');
 }

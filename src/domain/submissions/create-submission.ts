@@ -59,9 +59,20 @@ export interface SubmissionRequest {
 export interface CreatedSubmission {
   id: string;
   formId: string;
-  /** The version of the form it was validated against and stored under. */
-  formVersion: number;
+  /**
+   * The version of the form it was validated against and stored under; null only in the replay of
+   * an answer kept before versions were recorded (replayedSubmission).
+   */
+  formVersion: number | null;
   createdAt: string;
+}
+
+/**
+ * A kept answer as it replays: one kept before versions were recorded (or by the previous release
+ * during an upgrade) has no `formVersion`, and replays it as null, which openapi.yaml allows.
+ */
+export function replayedSubmission(stored: CreatedSubmission): CreatedSubmission {
+  return { ...stored, formVersion: stored.formVersion ?? null };
 }
 
 /** Why a submission was refused; each HTTP surface renders these in its own error shape. */
@@ -386,7 +397,13 @@ async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, 
     const found = await submittableForm(deps, request.organizationId, request.formId, attempt > 0);
     if ('refusal' in found) return refuse(found.refusal);
     const check = await checkSubmission(deps, found.form, request, idem);
-    if (!check.ok) return refuse(refusalOfChangedForm(request.formVersion, found.form, check.refusal));
+    if (!check.ok) {
+      const refusal = refusalOfChangedForm(request.formVersion, found.form, check.refusal);
+      // This process's cached form may lag behind the one the page was given: a 409 carries the
+      // form as the database has it, never an older one the page would fall back to.
+      if (refusal.kind === 'form_changed' && attempt === 0) continue;
+      return refuse(refusal);
+    }
     const result = await storeCheckedSubmission(deps, check.checked);
     if (result !== DECIDE_AGAIN) return result;
   }
@@ -395,7 +412,7 @@ async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, 
 
 export function replay(stored: { requestHash: string; body: unknown }, requestHash: string): SubmissionResult {
   if (stored.requestHash !== requestHash) return refuse({ kind: 'idempotency_key_reused' });
-  return { ok: true, submission: (stored.body as { submission: CreatedSubmission }).submission, replayed: true };
+  return { ok: true, submission: replayedSubmission((stored.body as { submission: CreatedSubmission }).submission), replayed: true };
 }
 
 /**

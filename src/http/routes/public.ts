@@ -13,6 +13,7 @@ import { metrics } from '../../lib/metrics';
 import { annotate } from '../../lib/tracing';
 import { admitPublicRequest, publicFormBuilder, requestLanguage } from '../public-admission';
 import { isLanguageTag } from '../../domain/forms/translations';
+import { isLanguage } from '../../domain/public/messages';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
@@ -59,6 +60,11 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
   const clientIp = clientIpResolver(app.config.trustedProxies);
   const clientKeyOf = (req: Request) => rateLimitClientKey(clientIp(req));
+  /** The current form a 409 form_changed carries, in the language the page was shown in (its `language`). */
+  const changedFormIn = (req: Request, body: unknown) => (changed: CachedForm) => {
+    const language = body && typeof body === 'object' ? (body as Record<string, unknown>).language : undefined;
+    return toPublicForm(changed, isLanguage(language) ? language : requestLanguage(req, changed));
+  };
 
   server.opts('/public/forms/:formId', publicPreflight);
   server.opts('/public/forms/:formId/events', publicPreflight);
@@ -85,7 +91,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
       const form = await admittedFormOrRefusal(app, req, res, rateLimitClientKey(remoteIp), { name: 'pub-post', limit: publicRateLimitPost });
       const body = parseJsonBody(req);
       const result = await submitPublicForm(app, { formId: form.id, body, remoteIp });
-      if (!result.ok) throw publicRefusalError(result.refusal, toPublicForm);
+      if (!result.ok) throw publicRefusalError(result.refusal, changedFormIn(req, body));
       return { status: 200, body: { success: true, submissionId: result.submissionId }, headers: { 'Cache-Control': 'no-store' } };
     } catch (err) {
       // No one is charged without a stored submission: a payment this refusal strands is refunded now.
@@ -100,8 +106,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
 
   server.post('/public/forms/:formId/check', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-post', limit: publicRateLimitPost });
-    const result = await checkPublicSubmission(app, { formId: form.id, body: parseJsonBody(req) });
-    if (!result.ok) throw publicRefusalError(result.refusal, toPublicForm);
+    const body = parseJsonBody(req);
+    const result = await checkPublicSubmission(app, { formId: form.id, body });
+    if (!result.ok) throw publicRefusalError(result.refusal, changedFormIn(req, body));
     return { status: 200, body: { success: true }, headers: { 'Cache-Control': 'no-store' } };
   }));
 

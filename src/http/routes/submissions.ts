@@ -155,6 +155,8 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string; version?: number }>(exportQuerySchema, req.query ?? {});
     const form = await app.formCache.get(formId, true);
     if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
+    // Read fresh, the form's version is its newest: versions are kept from 1 up with none skipped.
+    if (query.version && query.version > form.version) throw errors.notFound('Form version not found');
     const bounds = { ...dateBounds(query.startDate, query.endDate), version: query.version ?? null };
     const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, bounds, app.files.links)
       .catch((err) => {
