@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Drop-off (README "Analytics"): how many visitors of the hosted page reached each page of a form,
+ * Drop-off (README "Languages", drop-off): how many visitors of the hosted page reached each page of a form,
  * per UTC day, beside the views, starts and completions of `form_analytics_daily`. Counters, one
  * upserted row per (form, day, page), never a row per event; no answer and no address is kept.
  * A new table: the previous release neither reads nor writes it. Its foreign key takes a brief

@@ -1,4 +1,4 @@
-// Answers that survive a closed tab (README "Hosted page"): the answers typed so far and the page
+// Answers that survive a closed tab (README "The hosted page and the embed"): the answers typed so far and the page
 // reached are kept in the browser's localStorage, one entry per form, for DRAFT_DAYS. Pure rules
 // (what may be kept, what a stored entry is worth) here; the page calls them (form.ts, KeptAnswers).
 import { UPLOAD_UNCLAIMED_HOURS } from '../../domain/files/rules';
