@@ -101,14 +101,14 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
     // A retry waiting its delay (one failed attempt) is not held by the rate: it keeps its delay.
     await stack.api.query(
       `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
-       values ('dlv_retrywait00000001', ?, ?, 'evt_retrywait00000001', 'form.submission.created', '{"id":"evt"}', 'pending', 1, 'Unexpected status 500', now() + interval '1 hour')`,
+       values ('dlv_pausewait00000001', ?, ?, 'evt_pausewait00000001', 'form.submission.created', '{"id":"evt"}', 'pending', 1, 'Unexpected status 500', now() + interval '1 hour')`,
       [webhookId, tenant.organizationId],
     );
     const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { throttleRate: 50 } });
     expect(res.status, res.text).to.equal(200);
     expect(res.body.webhook.throttleRate).to.equal(50);
     await expectReleased(id);
-    const [retry] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_retrywait00000001'`);
+    const [retry] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_pausewait00000001'`);
     expect(retry.waits).to.equal(true);
   });
 });
