@@ -68,6 +68,15 @@ describe('languages', () => {
       });
     }
 
+    it('refuses a body of thousands of unknown ids with a short 400 (bounded work and answer)', async () => {
+      const many = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`page_${i}`, {}]));
+      const res = await api('POST', '/v1/forms', { title: 'x', pages, fields, translations: { fr: { pages: many } } });
+      expect(res.status).to.equal(400);
+      expect(res.body).to.include({ error: 'validation_error' });
+      expect(res.body.details).to.have.length.within(1, 50);
+      expect(res.text.length).to.be.below(10_000);
+    });
+
     it('are replaced by PUT /structure, and kept where they still fit when it names none', async () => {
       const form = await createForm();
       const without = await api('PUT', `/v1/forms/${form.id}/structure`, { pages, fields: [fields[1]] });

@@ -43,6 +43,17 @@ describe('form translations', () => {
       .to.equal('translations.fr.fields.fld_name.hint');
   });
 
+  it('reads no more pages, fields or options than a structure may hold, and names at most 50 problems', () => {
+    const pagesOf = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, {}]));
+    expect(translationErrors({ fr: { pages: pagesOf(101) } }, structure).map((e) => e.field)).to.deep.equal(['translations.fr.pages']);
+    const fieldsOf = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`f${i}`, {}]));
+    expect(translationErrors({ fr: { fields: fieldsOf(501) } }, structure).map((e) => e.field)).to.deep.equal(['translations.fr.fields']);
+    const options = Object.fromEntries(Array.from({ length: 201 }, (_, i) => [`o${i}`, 'x']));
+    expect(translationErrors({ fr: { fields: { fld_color: { options } } } }, structure).map((e) => e.field))
+      .to.deep.equal(['translations.fr.fields.fld_color.options']);
+    expect(translationErrors({ fr: { pages: pagesOf(100), fields: fieldsOf(500) } }, structure)).to.have.length(50);
+  });
+
   it('tells BCP 47 tags from other text', () => {
     for (const tag of ['fr', 'fr-FR', 'es-419', 'zh-Hant-TW', 'sr-Latn']) expect(isLanguageTag(tag), tag).to.equal(true);
     for (const tag of ['', 'f', 'fr_FR', 'fr-', '12', 'x'.repeat(40), '__proto__']) expect(isLanguageTag(tag), tag).to.equal(false);

@@ -5,7 +5,7 @@
 // a submission stores option values whatever language the page was in.
 import Joi from 'joi';
 import type { Field, FormStructure, Page } from './types';
-import type { StructureError } from './structure';
+import { MAX_FIELDS, MAX_PAGES, type StructureError } from './structure';
 
 export interface PageTranslation { title?: string; description?: string }
 export interface FieldTranslation {
@@ -23,6 +23,10 @@ export interface FormTranslation {
 export type FormTranslations = Record<string, FormTranslation>;
 
 export const MAX_TRANSLATION_LANGUAGES = 30;
+/** Option labels one field's translation may hold: as many as a field may have options. */
+export const MAX_TRANSLATED_OPTIONS = 200;
+/** Problems named in one refusal: a body of thousands of unknown ids is refused with the first ones. */
+export const MAX_TRANSLATION_ERRORS = 50;
 const RESERVED = new Set(['__proto__', 'constructor', 'prototype']);
 
 /** A well-formed BCP 47 tag (as Intl.getCanonicalLocales accepts it), at most 35 characters. */
@@ -39,13 +43,13 @@ const text = (max: number) => Joi.string().max(max);
 const translationSchema = Joi.object({
   title: text(500),
   description: text(5000).allow(''),
-  pages: Joi.object().pattern(Joi.string(), Joi.object({ title: text(500).allow(''), description: text(5000).allow('') })),
+  pages: Joi.object().pattern(Joi.string(), Joi.object({ title: text(500).allow(''), description: text(5000).allow('') })).max(MAX_PAGES),
   fields: Joi.object().pattern(Joi.string(), Joi.object({
     label: text(500).allow(''),
     placeholder: text(500).allow(''),
     description: text(5000).allow(''),
-    options: Joi.object().pattern(Joi.string(), text(500).allow('')),
-  })),
+    options: Joi.object().pattern(Joi.string(), text(500).allow('')).max(MAX_TRANSLATED_OPTIONS),
+  })).max(MAX_FIELDS),
 });
 const translationsSchema = Joi.object().pattern(Joi.string(), translationSchema).max(MAX_TRANSLATION_LANGUAGES);
 
@@ -61,9 +65,14 @@ function optionValues(field: Field): Set<string> {
 /**
  * Problems of `input` as the translations of `structure` (path and message, as structure errors
  * are reported): a tag that is not BCP 47, a page, field or option value the structure does not
- * have, options on a field that has none, text too long. None: it may be stored as it is.
+ * have, options on a field that has none, text too long; at most MAX_TRANSLATION_ERRORS of them,
+ * and no more pages, fields or options than a structure may have. None: it may be stored as it is.
  */
 export function translationErrors(input: unknown, structure: FormStructure): StructureError[] {
+  return allTranslationErrors(input, structure).slice(0, MAX_TRANSLATION_ERRORS);
+}
+
+function allTranslationErrors(input: unknown, structure: FormStructure): StructureError[] {
   const { error } = translationsSchema.validate(input, { abortEarly: false, convert: false, errors: { wrap: { label: false } } });
   const errors: StructureError[] = (error?.details ?? []).map((detail) => ({
     field: formatPath(['translations', ...detail.path]), message: detail.message,
