@@ -90,4 +90,25 @@ describe('form translations', () => {
     expect(english).to.include({ language: 'en', title: 'Contact us' });
     expect(english.fields[1].config.options[0]).to.deep.equal({ label: 'Red', value: 'red' });
   });
+
+  it("translates the form's own submit button text and success message, falling back to them", () => {
+    const form: CachedForm = {
+      id: 'form_abc', organizationId: 'org_1', title: 'Contact us', description: null, status: 'published',
+      settings: { submitButtonText: 'Send my application', successMessage: 'We got it, thanks.' },
+      translations: { fr: { submitButtonText: 'Envoyer ma candidature', successMessage: 'Bien reçu, merci.' }, de: { submitButtonText: 'Absenden' } },
+      updatedAt: new Date(), version: 1, structure,
+    };
+    expect(translationErrors(form.translations, structure)).to.deep.equal([]);
+    expect(buildPublicForm(form, { siteKey: null, analyticsToken: 't', language: 'fr' }).settings)
+      .to.include({ submitButtonText: 'Envoyer ma candidature', successMessage: 'Bien reçu, merci.' });
+    expect(buildPublicForm(form, { siteKey: null, analyticsToken: 't', language: 'de' }).settings)
+      .to.include({ submitButtonText: 'Absenden', successMessage: 'We got it, thanks.' });
+    expect(buildPublicForm(form, { siteKey: null, analyticsToken: 't' }).settings)
+      .to.include({ submitButtonText: 'Send my application', successMessage: 'We got it, thanks.' });
+    const noOwn = { ...form, settings: {}, translations: { fr: { submitButtonText: 'Valider' } } };
+    expect(buildPublicForm(noOwn, { siteKey: null, analyticsToken: 't', language: 'fr' }).settings)
+      .to.include({ submitButtonText: 'Valider', successMessage: 'Merci !' });
+    expect(translationErrors({ fr: { submitButtonText: 'x'.repeat(101) } }, structure).map((e) => e.field))
+      .to.deep.equal(['translations.fr.submitButtonText']);
+  });
 });

@@ -1,6 +1,6 @@
 // A form's translations of its own texts (README.md "Languages"): per BCP 47 language tag, the
-// title, description, page titles and descriptions, and field labels, placeholders, descriptions
-// and option labels. Stored beside the texts (forms.translations), checked against the structure
+// title, description, submit button text and success message, page titles and descriptions, and
+// field labels, placeholders, descriptions and option labels. Stored beside the texts (forms.translations), checked against the structure
 // they translate, and laid over the texts per text for the public form. Values are never translated:
 // a submission stores option values whatever language the page was in.
 import Joi from 'joi';
@@ -17,6 +17,9 @@ export interface FieldTranslation {
 export interface FormTranslation {
   title?: string;
   description?: string;
+  /** The form's own `settings.submitButtonText` and `settings.successMessage`, translated. */
+  submitButtonText?: string;
+  successMessage?: string;
   pages?: Record<string, PageTranslation>;
   fields?: Record<string, FieldTranslation>;
 }
@@ -43,6 +46,8 @@ const text = (max: number) => Joi.string().max(max);
 const translationSchema = Joi.object({
   title: text(500),
   description: text(5000).allow(''),
+  submitButtonText: text(100).allow(''),
+  successMessage: text(2000).allow(''),
   pages: Joi.object().pattern(Joi.string(), Joi.object({ title: text(500).allow(''), description: text(5000).allow('') })).max(MAX_PAGES),
   fields: Joi.object().pattern(Joi.string(), Joi.object({
     label: text(500).allow(''),
@@ -149,6 +154,20 @@ function pick(translated: string | undefined, original: string): string;
 function pick(translated: string | undefined, original: string | null): string | null;
 function pick(translated: string | undefined, original: string | null): string | null {
   return typeof translated === 'string' && translated.trim() !== '' ? translated : original;
+}
+
+/**
+ * The form's own submit button text and success message in the translation's language: translated
+ * where the translation has them; else, where the form sets its own, that one; else null (the
+ * page's language's default words apply).
+ */
+export function translatedSettingsTexts(
+  settings: { submitButtonText: string | null; successMessage: string | null }, translation: FormTranslation | null,
+): { submitButtonText: string | null; successMessage: string | null } {
+  return {
+    submitButtonText: pick(translation?.submitButtonText, settings.submitButtonText),
+    successMessage: pick(translation?.successMessage, settings.successMessage),
+  };
 }
 
 export function translatePage(page: Page, translation: FormTranslation | null): Page {

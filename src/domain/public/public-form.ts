@@ -7,7 +7,7 @@ import type { Field, Page } from '../forms/types';
 import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
 import { isPlainObject } from '../../lib/objects';
 import { fileLimits } from '../files/rules';
-import { translateField, translatePage, translationFor } from '../forms/translations';
+import { translatedSettingsTexts, translateField, translatePage, translationFor, type FormTranslation } from '../forms/translations';
 import { CATALOGUES, DEFAULT_LANGUAGE, type Language } from './messages';
 
 /**
@@ -50,12 +50,15 @@ function nonEmptyString(value: unknown): string | null {
   return typeof value === 'string' && value.trim() !== '' ? value : null;
 }
 
-export function publicSettings(settings: Settings, language: Language = DEFAULT_LANGUAGE): PublicFormSettings {
+export function publicSettings(settings: Settings, language: Language = DEFAULT_LANGUAGE, translation: FormTranslation | null = null): PublicFormSettings {
   const words = CATALOGUES[language];
+  const own = translatedSettingsTexts({
+    submitButtonText: nonEmptyString(settings.submitButtonText), successMessage: nonEmptyString(settings.successMessage),
+  }, translation);
   return {
     redirectUrl: nonEmptyString(settings.redirectUrl),
-    submitButtonText: nonEmptyString(settings.submitButtonText) ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUBMIT_BUTTON_TEXT : words.submit),
-    successMessage: nonEmptyString(settings.successMessage) ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUCCESS_MESSAGE : words.thankYou),
+    submitButtonText: own.submitButtonText ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUBMIT_BUTTON_TEXT : words.submit),
+    successMessage: own.successMessage ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUCCESS_MESSAGE : words.thankYou),
   };
 }
 
@@ -126,7 +129,7 @@ export function buildPublicForm(form: CachedForm, options: PublicFormOptions): P
     title,
     description,
     version: form.version,
-    settings: publicSettings(settings, language),
+    settings: publicSettings(settings, language, translation),
     botProtection: publicBotProtection(settings, options.siteKey),
     payments: options.publishableKey && fields.some((field) => field.type === 'payment')
       ? { provider: 'stripe', publishableKey: options.publishableKey }
