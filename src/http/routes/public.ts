@@ -1,6 +1,6 @@
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { isAnalyticsEvent, recordAnalyticsEvent } from '../../domain/forms/analytics';
+import { AnalyticsEventWriter, isAnalyticsEvent } from '../../domain/forms/analytics';
 import type { CachedForm } from '../../domain/forms/form-cache';
 import { analyticsTokenKey, verifyAnalyticsToken } from '../../domain/public/analytics-token';
 import { createFormPaymentIntent } from '../../domain/payments/intents';
@@ -55,6 +55,7 @@ function parsedBodyOrNull(req: Request): unknown {
 
 export function registerPublicRoutes(server: Server, app: AppContext): void {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
+  const analyticsEvents = AnalyticsEventWriter.forDatabase(() => app.orm.em.fork());
   const toPublicForm = publicFormBuilder(app);
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
   const clientIp = clientIpResolver(app.config.trustedProxies);
@@ -141,7 +142,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
       throw publicErrors.invalidData('page must be the id of one of the form\'s pages');
     }
     if (type !== 'page' && page !== undefined) throw publicErrors.invalidData('page goes only with type page');
-    await recordAnalyticsEvent(app.orm.em.fork(), form.id, type, { pageId: type === 'page' ? page as string : undefined });
+    await analyticsEvents.record(form.id, type, { pageId: type === 'page' ? page as string : undefined });
     return { status: 204 };
   }));
 }
