@@ -147,6 +147,23 @@ describe('languages', () => {
       expect(english.text).to.match(/<html lang="en" dir="ltr"/);
     });
 
+    it('carries translated texts that hold markup as inert JSON (no </script> or <!-- can close #form-data)', async () => {
+      const hostile = '</script><script>alert(1)</script><!--';
+      const form = await createForm({
+        translations: { fr: { title: hostile, fields: { fld_name: { label: `</SCRIPT >${hostile}`, placeholder: '\u2028<img src=x onerror=alert(1)>' } } } },
+      });
+      const page = await call(t.url, 'GET', `/f/${form.id}?lang=fr`);
+      expect(page.status).to.equal(200);
+      expect(page.text.toLowerCase()).to.not.match(/<\/script>\s*<script>alert|<img src=x|<!--/);
+      expect(page.text).to.include(`<title>&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--</title>`);
+      const data = /<script type="application\/json" id="form-data">([^<]*)<\/script>/.exec(page.text);
+      expect(data, 'the #form-data element ends where the page ends it').to.not.equal(null);
+      const json = JSON.parse(data![1]);
+      expect(json.title).to.equal(hostile);
+      expect(json.fields[0]).to.include({ label: `</SCRIPT >${hostile}`, placeholder: '\u2028<img src=x onerror=alert(1)>' });
+      expect(page.text).to.match(/<script type="application\/json" id="form-words">[^<]*<\/script>/);
+    });
+
     it('says a form is not available in the language asked for', async () => {
       const missing = await call(t.url, 'GET', '/f/form_doesNotExist1', { headers: { 'Accept-Language': 'de-CH, en;q=0.5' } });
       expect(missing.status).to.equal(404);
