@@ -126,6 +126,18 @@ describe('languages', () => {
       expect((await lang('?lang=fr', {}, pinned.id)).language).to.equal('fr');
     });
 
+    it('prefers the regional translation asked for by ?lang= or Accept-Language (pt-BR before pt-PT)', async () => {
+      const form = await createForm({ translations: { 'pt-PT': { title: 'Formulário PT' }, 'pt-BR': { title: 'Formulário BR' } } });
+      const byQuery = await call(t.url, 'GET', `/public/forms/${form.id}?lang=pt-BR`);
+      expect(byQuery.body).to.include({ language: 'pt', title: 'Formulário BR' });
+      const byHeader = await call(t.url, 'GET', `/public/forms/${form.id}`, { headers: { 'Accept-Language': 'en;q=0.1, pt-BR;q=0.9' } });
+      expect(byHeader.body).to.include({ language: 'pt', title: 'Formulário BR' });
+      const portugal = await call(t.url, 'GET', `/public/forms/${form.id}?lang=pt-PT`);
+      expect(portugal.body).to.include({ language: 'pt', title: 'Formulário PT' });
+      const page = await call(t.url, 'GET', `/f/${form.id}`, { headers: { 'Accept-Language': 'pt-BR' } });
+      expect(page.text).to.include('<title>Formulário BR</title>');
+    });
+
     it('refuses a lang that is not a language tag, in the public error shape', async () => {
       const form = await createForm();
       const res = await call(t.url, 'GET', `/public/forms/${form.id}?lang=${encodeURIComponent('<script>')}`);

@@ -66,6 +66,15 @@ describe('form translations', () => {
     expect(translationFor(null, 'fr')).to.equal(null);
   });
 
+  it('prefers the regional translation the respondent asked for (pt-BR before pt-PT)', () => {
+    const both = { 'pt-PT': { title: 'PT' }, 'pt-BR': { title: 'BR' }, pt: { title: 'pt' } };
+    expect(translationFor(both, 'pt', 'pt-BR')?.title).to.equal('BR');
+    expect(translationFor(both, 'pt', 'PT_br')?.title).to.equal('BR');
+    expect(translationFor(both, 'pt', 'pt-AO')?.title).to.equal('pt');
+    expect(translationFor({ 'pt-PT': { title: 'PT' }, 'pt-BR': { title: 'BR' } }, 'pt', 'pt-BR')?.title).to.equal('BR');
+    expect(translationFor({ 'pt-PT': { title: 'PT' } }, 'pt', 'de-DE')?.title).to.equal('PT');
+  });
+
   it('keeps what still fits a new structure, drops the rest', () => {
     const kept = keptTranslations({ fr: { ...french, fields: { ...french.fields, fld_gone: { label: 'x' } } } },
       { ...structure, fields: [structure.fields[1]] });

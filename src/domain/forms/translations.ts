@@ -134,14 +134,21 @@ export function keptTranslations(stored: FormTranslations | null | undefined, st
   return kept;
 }
 
-/** The translation for `language` (a primary subtag like `fr`): `fr` itself, else the first `fr-*` one. */
-export function translationFor(translations: FormTranslations | null | undefined, language: string): FormTranslation | null {
+/**
+ * The translation for `language` (a primary subtag like `fr`): the tag the respondent asked for
+ * (`requested`, e.g. `fr-CA`) when the form has it, else `fr` itself, else the first `fr-*` one.
+ */
+export function translationFor(
+  translations: FormTranslations | null | undefined, language: string, requested: string | null = null,
+): FormTranslation | null {
   if (!translations) return null;
   const wanted = language.toLowerCase();
+  const asked = requested?.trim().toLowerCase().replace(/_/g, '-') ?? null;
   const tags = Object.keys(translations);
+  const named = asked ? tags.find((tag) => tag.toLowerCase() === asked && tag.toLowerCase().split('-')[0] === wanted) : undefined;
   const exact = tags.find((tag) => tag.toLowerCase() === wanted);
   const regional = tags.find((tag) => tag.toLowerCase().split('-')[0] === wanted);
-  const tag = exact ?? regional;
+  const tag = named ?? exact ?? regional;
   return tag && !RESERVED.has(tag) ? translations[tag] : null;
 }
 

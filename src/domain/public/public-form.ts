@@ -34,6 +34,8 @@ export interface PublicFormOptions {
   uploadMaxBytes?: number;
   /** The language to answer in (language.ts resolves it): the form's translation, per text, and the default words. */
   language?: Language;
+  /** The tag asked for in that language (language.ts requestedTag): its translation first, e.g. `pt-BR` before `pt-PT`. */
+  languageTag?: string | null;
 }
 
 type Settings = Record<string, unknown>;
@@ -112,7 +114,7 @@ function publicPage(page: Page, fields: Field[]): PublicPage {
 export function buildPublicForm(form: CachedForm, options: PublicFormOptions): PublicFormJson {
   const settings: Settings = isPlainObject(form.settings) ? form.settings : {};
   const language = options.language ?? DEFAULT_LANGUAGE;
-  const translation = translationFor(form.translations, language);
+  const translation = translationFor(form.translations, language, options.languageTag ?? null);
   const fields = form.structure.fields.map((source) => {
     const field = translateField(publicField(source), translation);
     // The page names the limit before anything is sent: the field's own, or the server's if lower (or unset).

@@ -11,7 +11,7 @@ import { publicRefusalError } from '../presenters/refusals';
 import { rateLimitClientKey } from '../../lib/client-ip';
 import { metrics } from '../../lib/metrics';
 import { annotate } from '../../lib/tracing';
-import { admitPublicRequest, publicFormBuilder, requestLanguage } from '../public-admission';
+import { admitPublicRequest, publicFormBuilder, requestLanguageTag } from '../public-admission';
 import { isLanguageTag } from '../../domain/forms/translations';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
@@ -71,8 +71,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
       throw new PublicError(400, { success: false, error: 'invalid_lang', message: 'lang must be a BCP 47 language tag such as fr or fr-FR' });
     }
     // The answer depends on Accept-Language unless ?lang= names a language: caches keep one per header.
+    const asked = requestLanguageTag(req, form);
     return {
-      status: 200, body: toPublicForm(form, requestLanguage(req, form)),
+      status: 200, body: toPublicForm(form, asked.language, asked.tag),
       headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL, Vary: 'Accept-Language' },
     };
   }));
