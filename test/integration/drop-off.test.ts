@@ -102,6 +102,13 @@ describe('drop-off: page events and the analytics that report them', function ()
     expect(await t.query('select count(*)::int as n from form_analytics_daily where form_id = ?', [burst])).to.deep.equal([{ n: 1 }]);
   });
 
+  it('names unknown properties briefly: a long key sent is not echoed back whole', async () => {
+    const res = await event({ token, type: 'view', ['k'.repeat(100_000)]: 1 });
+    expect(res.status).to.equal(400);
+    expect(res.body).to.include({ error: 'invalid_data' });
+    expect(res.text.length).to.be.below(500);
+  });
+
   it('answers 404 for a form that does not exist', async () => {
     const res = await event({ token, type: 'page', page: 'pg_one' }, 'form_doesNotExist');
     expect(res.status).to.equal(404);

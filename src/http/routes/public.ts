@@ -137,7 +137,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     if (!verifyAnalyticsToken(tokenKey, token, form.id)) throw new PublicError(400, { success: false, error: 'invalid_token' });
     // Only counters are kept: no answer, no address; a body of anything else is refused.
     const extra = Object.keys(event).filter((key) => !EVENT_KEYS.has(key));
-    if (extra.length) throw publicErrors.invalidData(`unknown properties: ${extra.slice(0, 5).join(', ')}`);
+    if (extra.length) throw publicErrors.invalidData(`unknown properties: ${extra.slice(0, 5).map((key) => key.slice(0, 40)).join(', ')}`);
     if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete, page');
     if (type === 'page' && !(typeof page === 'string' && form.structure.pages.some((p) => p.id === page))) {
       throw publicErrors.invalidData('page must be the id of one of the form\'s pages');
