@@ -84,6 +84,31 @@ describe('drop-off: page events and the analytics that report them', function ()
     expect((await analytics()).reached).to.deep.equal({ pg_one: 3, pg_two: 1 });
   });
 
+  it('counts a burst of concurrent events exactly, merged into the same counter rows', async () => {
+    const burst = (await createPublishedForm(t.url, tenant.key, [
+      fieldInput('fld_a', 'text', 'A', { pageId: 'pg_a' }), fieldInput('fld_b', 'text', 'B', { pageId: 'pg_b' }),
+    ], { pages: [{ id: 'pg_a', title: 'A', order: 0 }, { id: 'pg_b', title: 'B', order: 1 }] })).id;
+    const burstToken = (await call(t.url, 'GET', `/public/forms/${burst}`)).body.telemetry.analyticsToken;
+    const bodies = [
+      ...Array.from({ length: 14 }, () => ({ token: burstToken, type: 'view' })),
+      ...Array.from({ length: 9 }, () => ({ token: burstToken, type: 'start' })),
+      ...Array.from({ length: 11 }, () => ({ token: burstToken, type: 'page', page: 'pg_b' })),
+      { token: burstToken, type: 'complete' },
+    ];
+    const answers = await Promise.all(bodies.map((body) => event(body, burst)));
+    expect(answers.map((res) => res.status)).to.deep.equal(bodies.map(() => 204));
+    const res = await call(t.url, 'GET', `/v1/forms/${burst}/analytics`, { key: tenant.key });
+    expect(res.body).to.deep.include({ views: 14, starts: 9, completions: 1, reached: { pg_b: 11 } });
+    expect(await t.query('select count(*)::int as n from form_analytics_daily where form_id = ?', [burst])).to.deep.equal([{ n: 1 }]);
+  });
+
+  it('names unknown properties briefly: a long key sent is not echoed back whole', async () => {
+    const res = await event({ token, type: 'view', ['k'.repeat(100_000)]: 1 });
+    expect(res.status).to.equal(400);
+    expect(res.body).to.include({ error: 'invalid_data' });
+    expect(res.text.length).to.be.below(500);
+  });
+
   it('answers 404 for a form that does not exist', async () => {
     const res = await event({ token, type: 'page', page: 'pg_one' }, 'form_doesNotExist');
     expect(res.status).to.equal(404);

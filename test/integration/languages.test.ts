@@ -68,6 +68,15 @@ describe('languages', () => {
       });
     }
 
+    it('refuses a body of thousands of unknown ids with a short 400 (bounded work and answer)', async () => {
+      const many = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`page_${i}`, {}]));
+      const res = await api('POST', '/v1/forms', { title: 'x', pages, fields, translations: { fr: { pages: many } } });
+      expect(res.status).to.equal(400);
+      expect(res.body).to.include({ error: 'validation_error' });
+      expect(res.body.details).to.have.length.within(1, 50);
+      expect(res.text.length).to.be.below(10_000);
+    });
+
     it('are replaced by PUT /structure, and kept where they still fit when it names none', async () => {
       const form = await createForm();
       const without = await api('PUT', `/v1/forms/${form.id}/structure`, { pages, fields: [fields[1]] });
@@ -117,6 +126,18 @@ describe('languages', () => {
       expect((await lang('?lang=fr', {}, pinned.id)).language).to.equal('fr');
     });
 
+    it('prefers the regional translation asked for by ?lang= or Accept-Language (pt-BR before pt-PT)', async () => {
+      const form = await createForm({ translations: { 'pt-PT': { title: 'Formulário PT' }, 'pt-BR': { title: 'Formulário BR' } } });
+      const byQuery = await call(t.url, 'GET', `/public/forms/${form.id}?lang=pt-BR`);
+      expect(byQuery.body).to.include({ language: 'pt', title: 'Formulário BR' });
+      const byHeader = await call(t.url, 'GET', `/public/forms/${form.id}`, { headers: { 'Accept-Language': 'en;q=0.1, pt-BR;q=0.9' } });
+      expect(byHeader.body).to.include({ language: 'pt', title: 'Formulário BR' });
+      const portugal = await call(t.url, 'GET', `/public/forms/${form.id}?lang=pt-PT`);
+      expect(portugal.body).to.include({ language: 'pt', title: 'Formulário PT' });
+      const page = await call(t.url, 'GET', `/f/${form.id}`, { headers: { 'Accept-Language': 'pt-BR' } });
+      expect(page.text).to.include('<title>Formulário BR</title>');
+    });
+
     it('refuses a lang that is not a language tag, in the public error shape', async () => {
       const form = await createForm();
       const res = await call(t.url, 'GET', `/public/forms/${form.id}?lang=${encodeURIComponent('<script>')}`);
@@ -136,6 +157,23 @@ describe('languages', () => {
       expect(arabic.text).to.match(/<html lang="ar" dir="rtl"/);
       const english = await call(t.url, 'GET', `/f/${form.id}?lang=sv`);
       expect(english.text).to.match(/<html lang="en" dir="ltr"/);
+    });
+
+    it('carries translated texts that hold markup as inert JSON (no </script> or <!-- can close #form-data)', async () => {
+      const hostile = '</script><script>alert(1)</script><!--';
+      const form = await createForm({
+        translations: { fr: { title: hostile, fields: { fld_name: { label: `</SCRIPT >${hostile}`, placeholder: '\u2028<img src=x onerror=alert(1)>' } } } },
+      });
+      const page = await call(t.url, 'GET', `/f/${form.id}?lang=fr`);
+      expect(page.status).to.equal(200);
+      expect(page.text.toLowerCase()).to.not.match(/<\/script>\s*<script>alert|<img src=x|<!--/);
+      expect(page.text).to.include(`<title>&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--</title>`);
+      const data = /<script type="application\/json" id="form-data">([^<]*)<\/script>/.exec(page.text);
+      expect(data, 'the #form-data element ends where the page ends it').to.not.equal(null);
+      const json = JSON.parse(data![1]);
+      expect(json.title).to.equal(hostile);
+      expect(json.fields[0]).to.include({ label: `</SCRIPT >${hostile}`, placeholder: '\u2028<img src=x onerror=alert(1)>' });
+      expect(page.text).to.match(/<script type="application\/json" id="form-words">[^<]*<\/script>/);
     });
 
     it('says a form is not available in the language asked for', async () => {

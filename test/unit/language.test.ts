@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { acceptedLanguages, languageFromHeader, resolveLanguage, supportedLanguage } from '../../src/domain/public/language';
+import { acceptedLanguages, languageFromHeader, requestedTag, resolveLanguage, supportedLanguage } from '../../src/domain/public/language';
 
 describe('which language the hosted page speaks', () => {
   it('reads Accept-Language by q-value, ties in the header\'s order, dropping q=0', () => {
@@ -32,5 +32,13 @@ describe('which language the hosted page speaks', () => {
     const header = `${'zz;q=0.1,'.repeat(10_000)}fr`;
     expect(acceptedLanguages(header).length).to.be.at.most(20);
     expect(languageFromHeader(header)).to.equal(null);
+  });
+
+  it('names the tag asked for in the chosen language (which regional translation), else none', () => {
+    expect(requestedTag({ query: 'pt-BR' }, 'pt')).to.equal('pt-BR');
+    expect(requestedTag({ acceptLanguage: 'de;q=0.9, pt-BR' }, 'pt')).to.equal('pt-BR');
+    expect(requestedTag({ query: 'zz', pinned: 'fr', acceptLanguage: 'en, fr-CA' }, 'fr')).to.equal('fr-CA');
+    expect(requestedTag({ pinned: 'fr', acceptLanguage: 'en' }, 'fr')).to.equal(null);
+    expect(requestedTag({ query: ['pt-BR'] }, 'en')).to.equal(null);
   });
 });

@@ -43,6 +43,17 @@ describe('form translations', () => {
       .to.equal('translations.fr.fields.fld_name.hint');
   });
 
+  it('reads no more pages, fields or options than a structure may hold, and names at most 50 problems', () => {
+    const pagesOf = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, {}]));
+    expect(translationErrors({ fr: { pages: pagesOf(101) } }, structure).map((e) => e.field)).to.deep.equal(['translations.fr.pages']);
+    const fieldsOf = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`f${i}`, {}]));
+    expect(translationErrors({ fr: { fields: fieldsOf(501) } }, structure).map((e) => e.field)).to.deep.equal(['translations.fr.fields']);
+    const options = Object.fromEntries(Array.from({ length: 201 }, (_, i) => [`o${i}`, 'x']));
+    expect(translationErrors({ fr: { fields: { fld_color: { options } } } }, structure).map((e) => e.field))
+      .to.deep.equal(['translations.fr.fields.fld_color.options']);
+    expect(translationErrors({ fr: { pages: pagesOf(100), fields: fieldsOf(500) } }, structure)).to.have.length(50);
+  });
+
   it('tells BCP 47 tags from other text', () => {
     for (const tag of ['fr', 'fr-FR', 'es-419', 'zh-Hant-TW', 'sr-Latn']) expect(isLanguageTag(tag), tag).to.equal(true);
     for (const tag of ['', 'f', 'fr_FR', 'fr-', '12', 'x'.repeat(40), '__proto__']) expect(isLanguageTag(tag), tag).to.equal(false);
@@ -53,6 +64,15 @@ describe('form translations', () => {
     expect(translationFor({ 'fr-CA': { title: 'CA' } }, 'fr')?.title).to.equal('CA');
     expect(translationFor({ de: {} }, 'fr')).to.equal(null);
     expect(translationFor(null, 'fr')).to.equal(null);
+  });
+
+  it('prefers the regional translation the respondent asked for (pt-BR before pt-PT)', () => {
+    const both = { 'pt-PT': { title: 'PT' }, 'pt-BR': { title: 'BR' }, pt: { title: 'pt' } };
+    expect(translationFor(both, 'pt', 'pt-BR')?.title).to.equal('BR');
+    expect(translationFor(both, 'pt', 'PT_br')?.title).to.equal('BR');
+    expect(translationFor(both, 'pt', 'pt-AO')?.title).to.equal('pt');
+    expect(translationFor({ 'pt-PT': { title: 'PT' }, 'pt-BR': { title: 'BR' } }, 'pt', 'pt-BR')?.title).to.equal('BR');
+    expect(translationFor({ 'pt-PT': { title: 'PT' } }, 'pt', 'de-DE')?.title).to.equal('PT');
   });
 
   it('keeps what still fits a new structure, drops the rest', () => {
@@ -78,5 +98,26 @@ describe('form translations', () => {
     const english = buildPublicForm(form, { siteKey: null, analyticsToken: 't' });
     expect(english).to.include({ language: 'en', title: 'Contact us' });
     expect(english.fields[1].config.options[0]).to.deep.equal({ label: 'Red', value: 'red' });
+  });
+
+  it("translates the form's own submit button text and success message, falling back to them", () => {
+    const form: CachedForm = {
+      id: 'form_abc', organizationId: 'org_1', title: 'Contact us', description: null, status: 'published',
+      settings: { submitButtonText: 'Send my application', successMessage: 'We got it, thanks.' },
+      translations: { fr: { submitButtonText: 'Envoyer ma candidature', successMessage: 'Bien reçu, merci.' }, de: { submitButtonText: 'Absenden' } },
+      updatedAt: new Date(), version: 1, structure,
+    };
+    expect(translationErrors(form.translations, structure)).to.deep.equal([]);
+    expect(buildPublicForm(form, { siteKey: null, analyticsToken: 't', language: 'fr' }).settings)
+      .to.include({ submitButtonText: 'Envoyer ma candidature', successMessage: 'Bien reçu, merci.' });
+    expect(buildPublicForm(form, { siteKey: null, analyticsToken: 't', language: 'de' }).settings)
+      .to.include({ submitButtonText: 'Absenden', successMessage: 'We got it, thanks.' });
+    expect(buildPublicForm(form, { siteKey: null, analyticsToken: 't' }).settings)
+      .to.include({ submitButtonText: 'Send my application', successMessage: 'We got it, thanks.' });
+    const noOwn = { ...form, settings: {}, translations: { fr: { submitButtonText: 'Valider' } } };
+    expect(buildPublicForm(noOwn, { siteKey: null, analyticsToken: 't', language: 'fr' }).settings)
+      .to.include({ submitButtonText: 'Valider', successMessage: 'Merci !' });
+    expect(translationErrors({ fr: { submitButtonText: 'x'.repeat(101) } }, structure).map((e) => e.field))
+      .to.deep.equal(['translations.fr.submitButtonText']);
   });
 });

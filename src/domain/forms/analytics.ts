@@ -3,7 +3,10 @@
 import type { Em } from '../../db/orm';
 import { countSubmissions } from '../submissions/read-service';
 import { utcDay } from '../submissions/day-windows';
-import { analyticsDays, analyticsTotals, incrementAnalyticsCounter, incrementPageReached, pagesReached, type AnalyticsColumn } from './store';
+import {
+  addAnalyticsCounts, analyticsDays, analyticsTotals, incrementAnalyticsCounter, incrementPageReached, pagesReached,
+  type AnalyticsColumn, type DailyCounts, type PageCounts,
+} from './store';
 
 export const ANALYTICS_EVENTS = ['view', 'start', 'complete', 'page'] as const;
 export type AnalyticsEvent = (typeof ANALYTICS_EVENTS)[number];
@@ -45,12 +48,77 @@ export function isAnalyticsEvent(value: unknown): value is AnalyticsEvent {
   return typeof value === 'string' && (ANALYTICS_EVENTS as readonly string[]).includes(value);
 }
 
+type Waiter = { resolve: () => void; reject: (err: unknown) => void };
+
 /**
- * One upsert per event on the form's row of the day (or of the day and page): a form's events
- * share that row, but they are few beside its submissions (a view, a start and a page or two per
- * visitor, each request rate-limited per address like the rest of the public runtime) and the
- * update is one index probe held for microseconds. A form with thousands of visitors a second
- * would want slots like the submissions' day counts.
+ * The public events endpoint's writer (a group commit): an event joins the counts waiting to be
+ * written and its request is answered once they are. One write at a time per process: while it
+ * runs, every event that arrives (of any form) is merged into the next one, a row per (form, day)
+ * and per (form, day, page). A form's burst of visitors is then a few upserts of its hot rows per
+ * process, not one upsert each queueing on the row lock and holding a pooled connection while it
+ * waits (which would stall every organization's requests); a quiet form still gets one write per
+ * event, at once. Nothing is held in memory past its request: a process that dies loses only
+ * events whose requests it never answered.
+ */
+export class AnalyticsEventWriter {
+  private daily = new Map<string, DailyCounts>();
+  private pages = new Map<string, PageCounts>();
+  private waiters: Waiter[] = [];
+  private writing = false;
+
+  constructor(private readonly write: (daily: DailyCounts[], pages: PageCounts[]) => Promise<void>) {}
+
+  static forDatabase(em: () => Em): AnalyticsEventWriter {
+    return new AnalyticsEventWriter((daily, pages) => addAnalyticsCounts(em(), daily, pages));
+  }
+
+  record(formId: string, event: AnalyticsEvent, opts: { at?: Date; pageId?: string } = {}): Promise<void> {
+    const day = utcDay(opts.at ?? new Date());
+    if (event === 'page') {
+      if (!opts.pageId) return Promise.reject(new Error('a page event names its page'));
+      const key = JSON.stringify([formId, day, opts.pageId]);
+      const row = this.pages.get(key) ?? { formId, day, pageId: opts.pageId, reached: 0 };
+      row.reached += 1;
+      this.pages.set(key, row);
+    } else {
+      const key = JSON.stringify([formId, day]);
+      const row = this.daily.get(key) ?? { formId, day, views: 0, starts: 0, completions: 0 };
+      row[COLUMN[event]] += 1;
+      this.daily.set(key, row);
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push({ resolve, reject });
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    try {
+      while (this.waiters.length) {
+        const daily = [...this.daily.values()];
+        const pages = [...this.pages.values()];
+        const waiters = this.waiters;
+        this.daily = new Map();
+        this.pages = new Map();
+        this.waiters = [];
+        try {
+          await this.write(daily, pages);
+          for (const waiter of waiters) waiter.resolve();
+        } catch (err) {
+          for (const waiter of waiters) waiter.reject(err);
+        }
+      }
+    } finally {
+      this.writing = false;
+    }
+  }
+}
+
+/**
+ * One event, one upsert on the form's row of the day (or of the day and page), at once: for a
+ * single event written outside a request (tests, backfills). The public endpoint merges concurrent
+ * events first (AnalyticsEventWriter), so a busy form's row is not one lock queue.
  */
 export async function recordAnalyticsEvent(em: Em, formId: string, event: AnalyticsEvent, opts: { at?: Date; pageId?: string } = {}): Promise<void> {
   const day = utcDay(opts.at ?? new Date());

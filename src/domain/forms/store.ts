@@ -46,6 +46,41 @@ export async function incrementPageReached(em: Em, formId: string, pageId: strin
   );
 }
 
+/** Counts to add to one form's day (`form_analytics_daily`). */
+export interface DailyCounts { formId: string; day: string; views: number; starts: number; completions: number }
+/** Visitors to add to one page of one form's day (`form_analytics_pages`). */
+export interface PageCounts { formId: string; day: string; pageId: string; reached: number }
+
+/**
+ * Adds many events' counts at once: one upsert per table, one row per (form, day) or (form, day,
+ * page), the rows taken in key order (two writers never wait on each other in opposite orders).
+ * Each row must be unique in its list (the caller merges them).
+ */
+export async function addAnalyticsCounts(em: Em, daily: DailyCounts[], pages: PageCounts[]): Promise<void> {
+  const conn = em.getConnection();
+  if (daily.length) {
+    await conn.execute(
+      `insert into form_analytics_daily (form_id, day, views, starts, completions)
+       select x.form_id, x.day::date, x.views, x.starts, x.completions
+         from jsonb_to_recordset(?::jsonb) as x(form_id text, day text, views int, starts int, completions int)
+        order by x.form_id, x.day
+       on conflict (form_id, day) do update set views = form_analytics_daily.views + excluded.views,
+         starts = form_analytics_daily.starts + excluded.starts, completions = form_analytics_daily.completions + excluded.completions`,
+      [JSON.stringify(daily.map((d) => ({ form_id: d.formId, day: d.day, views: d.views, starts: d.starts, completions: d.completions })))], 'run',
+    );
+  }
+  if (pages.length) {
+    await conn.execute(
+      `insert into form_analytics_pages (form_id, day, page_id, reached)
+       select x.form_id, x.day::date, x.page_id, x.reached
+         from jsonb_to_recordset(?::jsonb) as x(form_id text, day text, page_id text, reached int)
+        order by x.form_id, x.day, x.page_id
+       on conflict (form_id, day, page_id) do update set reached = form_analytics_pages.reached + excluded.reached`,
+      [JSON.stringify(pages.map((p) => ({ form_id: p.formId, day: p.day, page_id: p.pageId, reached: p.reached })))], 'run',
+    );
+  }
+}
+
 export interface AnalyticsDayRow {
   day: string;
   views: number;

@@ -54,3 +54,13 @@ export function resolveLanguage(sources: LanguageSources): Language {
     ?? languageFromHeader(sources.acceptLanguage)
     ?? DEFAULT_LANGUAGE;
 }
+
+/**
+ * The tag the respondent asked for in `language` (`?lang=`, else Accept-Language's best tag of that
+ * language): `pt-BR` when the page speaks `pt`, so a form's `pt-BR` translation is preferred to its
+ * `pt-PT` one. Null when no source names a tag of that language.
+ */
+export function requestedTag(sources: LanguageSources, language: Language): string | null {
+  const candidates = [typeof sources.query === 'string' ? sources.query : null, ...acceptedLanguages(sources.acceptLanguage)];
+  return candidates.find((tag): tag is string => !!tag && supportedLanguage(tag) === language) ?? null;
+}

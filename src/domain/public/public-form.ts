@@ -7,7 +7,7 @@ import type { Field, Page } from '../forms/types';
 import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
 import { isPlainObject } from '../../lib/objects';
 import { fileLimits } from '../files/rules';
-import { translateField, translatePage, translationFor } from '../forms/translations';
+import { translatedSettingsTexts, translateField, translatePage, translationFor, type FormTranslation } from '../forms/translations';
 import { CATALOGUES, DEFAULT_LANGUAGE, type Language } from './messages';
 
 /**
@@ -34,6 +34,8 @@ export interface PublicFormOptions {
   uploadMaxBytes?: number;
   /** The language to answer in (language.ts resolves it): the form's translation, per text, and the default words. */
   language?: Language;
+  /** The tag asked for in that language (language.ts requestedTag): its translation first, e.g. `pt-BR` before `pt-PT`. */
+  languageTag?: string | null;
 }
 
 type Settings = Record<string, unknown>;
@@ -50,12 +52,15 @@ function nonEmptyString(value: unknown): string | null {
   return typeof value === 'string' && value.trim() !== '' ? value : null;
 }
 
-export function publicSettings(settings: Settings, language: Language = DEFAULT_LANGUAGE): PublicFormSettings {
+export function publicSettings(settings: Settings, language: Language = DEFAULT_LANGUAGE, translation: FormTranslation | null = null): PublicFormSettings {
   const words = CATALOGUES[language];
+  const own = translatedSettingsTexts({
+    submitButtonText: nonEmptyString(settings.submitButtonText), successMessage: nonEmptyString(settings.successMessage),
+  }, translation);
   return {
     redirectUrl: nonEmptyString(settings.redirectUrl),
-    submitButtonText: nonEmptyString(settings.submitButtonText) ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUBMIT_BUTTON_TEXT : words.submit),
-    successMessage: nonEmptyString(settings.successMessage) ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUCCESS_MESSAGE : words.thankYou),
+    submitButtonText: own.submitButtonText ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUBMIT_BUTTON_TEXT : words.submit),
+    successMessage: own.successMessage ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUCCESS_MESSAGE : words.thankYou),
   };
 }
 
@@ -109,7 +114,7 @@ function publicPage(page: Page, fields: Field[]): PublicPage {
 export function buildPublicForm(form: CachedForm, options: PublicFormOptions): PublicFormJson {
   const settings: Settings = isPlainObject(form.settings) ? form.settings : {};
   const language = options.language ?? DEFAULT_LANGUAGE;
-  const translation = translationFor(form.translations, language);
+  const translation = translationFor(form.translations, language, options.languageTag ?? null);
   const fields = form.structure.fields.map((source) => {
     const field = translateField(publicField(source), translation);
     // The page names the limit before anything is sent: the field's own, or the server's if lower (or unset).
@@ -126,7 +131,7 @@ export function buildPublicForm(form: CachedForm, options: PublicFormOptions): P
     title,
     description,
     version: form.version,
-    settings: publicSettings(settings, language),
+    settings: publicSettings(settings, language, translation),
     botProtection: publicBotProtection(settings, options.siteKey),
     payments: options.publishableKey && fields.some((field) => field.type === 'payment')
       ? { provider: 'stripe', publishableKey: options.publishableKey }

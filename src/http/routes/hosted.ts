@@ -4,7 +4,7 @@ import type { AppContext } from '../../app';
 import { hostedPageCsp, renderFailedPage, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../hosted-page';
 import { describeError } from '../pipeline';
 import { metrics } from '../../lib/metrics';
-import { admitPublicRequest, publicClientKey, publicFormBuilder, requestLanguage } from '../public-admission';
+import { admitPublicRequest, publicClientKey, publicFormBuilder, requestLanguage, requestLanguageTag } from '../public-admission';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 import { serveAssets, sendText, type Asset } from '../static-assets';
@@ -53,7 +53,8 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       const { form } = admission;
       // A nonce is only worth something if no two responses share it: never cache the page.
       const nonce = randomBytes(18).toString('base64');
-      const publicForm = toPublicForm(form, requestLanguage(req, form));
+      const asked = requestLanguageTag(req, form);
+      const publicForm = toPublicForm(form, asked.language, asked.tag);
       const stripeJsUrl = publicForm.payments ? app.config.stripeJsUrl : null;
       const takesFiles = publicForm.fields.some((field) => field.type === 'file-upload' && !field.hidden);
       const html = renderHostedPage({

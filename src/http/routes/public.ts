@@ -1,6 +1,6 @@
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { isAnalyticsEvent, recordAnalyticsEvent } from '../../domain/forms/analytics';
+import { AnalyticsEventWriter, isAnalyticsEvent } from '../../domain/forms/analytics';
 import type { CachedForm } from '../../domain/forms/form-cache';
 import { analyticsTokenKey, verifyAnalyticsToken } from '../../domain/public/analytics-token';
 import { createFormPaymentIntent } from '../../domain/payments/intents';
@@ -11,7 +11,7 @@ import { publicRefusalError } from '../presenters/refusals';
 import { rateLimitClientKey } from '../../lib/client-ip';
 import { metrics } from '../../lib/metrics';
 import { annotate } from '../../lib/tracing';
-import { admitPublicRequest, publicFormBuilder, requestLanguage } from '../public-admission';
+import { admitPublicRequest, publicFormBuilder, requestLanguageTag } from '../public-admission';
 import { isLanguageTag } from '../../domain/forms/translations';
 import { isLanguage } from '../../domain/public/messages';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
@@ -56,6 +56,7 @@ function parsedBodyOrNull(req: Request): unknown {
 
 export function registerPublicRoutes(server: Server, app: AppContext): void {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
+  const analyticsEvents = AnalyticsEventWriter.forDatabase(() => app.orm.em.fork());
   const toPublicForm = publicFormBuilder(app);
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
   const clientIp = clientIpResolver(app.config.trustedProxies);
@@ -76,8 +77,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
       throw new PublicError(400, { success: false, error: 'invalid_lang', message: 'lang must be a BCP 47 language tag such as fr or fr-FR' });
     }
     // The answer depends on Accept-Language unless ?lang= names a language: caches keep one per header.
+    const asked = requestLanguageTag(req, form);
     return {
-      status: 200, body: toPublicForm(form, requestLanguage(req, form)),
+      status: 200, body: toPublicForm(form, asked.language, asked.tag),
       headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL, Vary: 'Accept-Language' },
     };
   }));
@@ -142,13 +144,13 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
     if (!verifyAnalyticsToken(tokenKey, token, form.id)) throw new PublicError(400, { success: false, error: 'invalid_token' });
     // Only counters are kept: no answer, no address; a body of anything else is refused.
     const extra = Object.keys(event).filter((key) => !EVENT_KEYS.has(key));
-    if (extra.length) throw publicErrors.invalidData(`unknown properties: ${extra.slice(0, 5).join(', ')}`);
+    if (extra.length) throw publicErrors.invalidData(`unknown properties: ${extra.slice(0, 5).map((key) => key.slice(0, 40)).join(', ')}`);
     if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete, page');
     if (type === 'page' && !(typeof page === 'string' && form.structure.pages.some((p) => p.id === page))) {
       throw publicErrors.invalidData('page must be the id of one of the form\'s pages');
     }
     if (type !== 'page' && page !== undefined) throw publicErrors.invalidData('page goes only with type page');
-    await recordAnalyticsEvent(app.orm.em.fork(), form.id, type, { pageId: type === 'page' ? page as string : undefined });
+    await analyticsEvents.record(form.id, type, { pageId: type === 'page' ? page as string : undefined });
     return { status: 204 };
   }));
 }
