@@ -99,7 +99,9 @@ export async function readOldestDue(queue: Queue, now = Date.now()): Promise<num
         opts: { delay: typeof parsedOpts.delay === 'number' ? parsedOpts.delay : undefined },
         processedOn: processedOn ? Number(processedOn) : undefined,
         attemptsMade: Number(attemptsMade ?? 0),
-        dueAt: dueAt ? Number(dueAt) : undefined,
+        // A job in wait is due: a noted time still ahead is a hold or retry that never happened
+        // (its move to delayed failed when the lock was lost, and the stall check put it back).
+        dueAt: dueAt && Number(dueAt) <= now ? Number(dueAt) : undefined,
       }));
     }
   }

@@ -113,6 +113,15 @@ describe('queue lateness: counted from when a job became due', function () {
     expect(stats.oldestWaitingAgeSeconds).to.be.within(HOUR_MS / 1000 - 60, HOUR_MS / 1000 + 60);
   });
 
+  it('a job back in wait with a due time still ahead (its hold failed: lock lost) reads from its creation', async () => {
+    await plain.obliterate({ force: true });
+    await plain.add('deliver', {}, { jobId: 'plain-3', timestamp: Date.now() - HOUR_MS });
+    await redis.hset(plain.toKey('plain-3'), DUE_AT_FIELD, String(Date.now() + HOUR_MS));
+    const stats = await readQueueStats(plain);
+    expect(stats.waiting).to.equal(1);
+    expect(stats.oldestWaitingAgeSeconds).to.be.within(HOUR_MS / 1000 - 60, HOUR_MS / 1000 + 60);
+  });
+
   it('a job delayed past its time, with no worker to promote it, reads from its due time', async () => {
     await plain.obliterate({ force: true });
     await plain.add('deliver', {}, { jobId: 'plain-2', delay: 200, timestamp: Date.now() - HOUR_MS });
