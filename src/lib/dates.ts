@@ -17,11 +17,11 @@ export function isDateOnly(value: string): boolean {
  * offset; null when it is neither, or names no real time (month 13, hour 25).
  */
 export function parseUtcInstant(value: string): Date | null {
-  if (DATE_ONLY.test(value)) return realDay(value) ? new Date(`${value}T00:00:00Z`) : null;
+  if (DATE_ONLY.test(value)) return realDay(value) && !value.startsWith('0000') ? new Date(`${value}T00:00:00Z`) : null;
   const match = DATE_TIME.exec(value);
   if (!match || !realDay(match[1].slice(0, 10))) return null;
   const at = Date.parse(`${match[1]}${match[2] ? match[2].toUpperCase() : 'Z'}`);
-  return Number.isNaN(at) ? null : new Date(at);
+  return Number.isNaN(at) || at < FIRST_INSTANT || at > LAST_INSTANT ? null : new Date(at);
 }
 
 /** `Date.parse` takes 2026-02-30 for March 2nd: a day must read back as itself. */
@@ -29,3 +29,11 @@ function realDay(day: string): boolean {
   const at = Date.parse(`${day}T00:00:00Z`);
   return !Number.isNaN(at) && new Date(at).toISOString().slice(0, 10) === day;
 }
+
+/**
+ * The instants `toISOString` writes as PostgreSQL reads them: years 0001 to 9999 in UTC. Year 0000
+ * (which an offset can also reach, `0001-01-01T00:00:00+05:00`) has no timestamp in PostgreSQL, and
+ * year 10000 is written `+010000-…`, which it refuses: either would be a 500, not a 400.
+ */
+export const FIRST_INSTANT = new Date('0001-01-01T00:00:00Z').getTime();
+export const LAST_INSTANT = new Date('9999-12-31T23:59:59.999Z').getTime();

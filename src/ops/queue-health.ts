@@ -44,9 +44,10 @@ export interface DueFields {
 /**
  * When a waiting job became due: its creation plus its initial delay; for a job its processor held
  * back (a throttled or paused delivery, a paused CRM connection) the end of that hold, which BullMQ
- * itself forgets on promotion (`delay` back to 0, `timestamp` still the creation); for a retry the
- * start of the previous attempt (BullMQ keeps no trace of when a retry's backoff ended, so a retry
- * reads late by at most its backoff, for as long as it waits).
+ * itself forgets on promotion (`delay` back to 0, `timestamp` still the creation), and for a
+ * webhook or CRM retry the end of its backoff (noted by notingRetryDue); for another retry the start
+ * of the previous attempt (BullMQ keeps no trace of when BullMQ's own backoff ended, so such a retry
+ * reads late by at most that backoff, seconds to minutes, for as long as it waits).
  */
 export function dueSince(job: DueFields): number {
   const firstDue = job.timestamp + (job.opts.delay ?? 0);
@@ -98,7 +99,9 @@ export async function readOldestDue(queue: Queue, now = Date.now()): Promise<num
         opts: { delay: typeof parsedOpts.delay === 'number' ? parsedOpts.delay : undefined },
         processedOn: processedOn ? Number(processedOn) : undefined,
         attemptsMade: Number(attemptsMade ?? 0),
-        dueAt: dueAt ? Number(dueAt) : undefined,
+        // A job in wait is due: a noted time still ahead is a hold or retry that never happened
+        // (its move to delayed failed when the lock was lost, and the stall check put it back).
+        dueAt: dueAt && Number(dueAt) <= now ? Number(dueAt) : undefined,
       }));
     }
   }

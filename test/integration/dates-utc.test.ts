@@ -61,8 +61,18 @@ describe('date-times without an offset are UTC (an API under TZ=America/New_York
     expect(there).to.equal(3);
   });
 
+  it('takes the widest window PostgreSQL can hold, years 0001 to 9999, in the list and the export', async () => {
+    const q = 'startDate=0001-01-01&endDate=9999-12-31';
+    const list = await call(t.url, 'GET', `/v1/forms/${formId}/submissions?${q}`, { key: tenant.key });
+    expect(list.status, list.text).to.equal(200);
+    expect(list.body.submissions).to.have.length(3);
+    const res = await call(t.url, 'GET', `/v1/forms/${formId}/submissions/export?format=ndjson&${q}`, { key: tenant.key });
+    expect(res.status, res.text).to.equal(200);
+    expect(res.text.split('\n').filter(Boolean)).to.have.length(3);
+  });
+
   it('refuses what is not an ISO 8601 date or date-time with 400 validation_error', async () => {
-    for (const bad of ['2026-02-30T08:00:00', 'yesterday', '2026-11-01 08:00']) {
+    for (const bad of ['2026-02-30T08:00:00', 'yesterday', '2026-11-01 08:00', '0000-01-01', '0001-01-01T00:00:00+05:00', '9999-12-31T23:00:00-05:00']) {
       const res = await call(newYork.url, 'GET', `/v1/forms/${formId}/submissions?startDate=${encodeURIComponent(bad)}`, { key: tenant.key });
       expect(res.status, bad).to.equal(400);
       expect(res.body.error, bad).to.equal('validation_error');

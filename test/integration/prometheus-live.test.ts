@@ -303,7 +303,9 @@ describe('Prometheus against the running processes (live)', function () {
       // Long enough for any rule to have passed its (shortened) for: since the traffic began.
       const waitMs = healthyFrom + longestFor + 3000 - Date.now();
       if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
-      const window = `${Math.ceil((Date.now() - healthyFrom) / 1000)}s`;
+      // In ms, not rounded up to a second: a window reaching back before healthyFrom could hold the
+      // last evaluation of the FormServiceComponentAbsent alerts that fired before the targets existed.
+      const window = `${Date.now() - healthyFrom}ms`;
       const fired = await prometheus.query(`max_over_time(ALERTS{alertstate="firing"}[${window}])`);
       const pending = await prometheus.query(`max_over_time(ALERTS{alertstate="pending"}[${window}])`);
       log(`healthy run (${window}): firing ${JSON.stringify(fired.map((s) => describeAlert(s.metric)))}, pending at some point ${JSON.stringify(pending.map((s) => describeAlert(s.metric)))}`);

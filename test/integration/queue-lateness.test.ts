@@ -3,7 +3,8 @@ import { DelayedError, Queue, Worker, type Job } from 'bullmq';
 import IORedis from 'ioredis';
 import { loadConfig } from '../../config';
 import { readQueueStats } from '../../src/ops/queue-health';
-import { DUE_AT_FIELD, holdJobUntil } from '../../src/queues/held-jobs';
+import { DUE_AT_FIELD, holdJobUntil, notingRetryDue } from '../../src/queues/held-jobs';
+import { backoffStrategy, RetryLaterError } from '../../workers/backoff';
 import { deleteQueueKeys } from '../support/databases';
 import { waitUntil } from '../support/processes';
 import { freshQueuePrefix } from '../support/worker-stack';
@@ -72,8 +73,50 @@ describe('queue lateness: counted from when a job became due', function () {
     expect((await readQueueStats(held)).oldestWaitingAgeSeconds).to.be.at.least(HOUR_MS / 1000 - 60);
   });
 
+  it('a retry after an hour\'s backoff (the webhook schedule) reads as due when its backoff ended, not when it failed', async () => {
+    const retried = new Queue('retried', { connection: redis, prefix });
+    try {
+      // The workers' own strategy (workers/runtime.ts): a receiver's Retry-After of an hour.
+      const worker = new Worker('retried', async () => { throw new RetryLaterError('503', HOUR_MS); }, {
+        connection: new IORedis(config.redisUrl, { maxRetriesPerRequest: null }), prefix,
+        settings: { backoffStrategy: notingRetryDue(redis, backoffStrategy([5_000])) },
+      });
+      await retried.add('deliver', {}, { jobId: 'retry-1', attempts: 3, backoff: { type: 'webhook-schedule' } });
+      try {
+        await waitUntil(async () => (await retried.getJobCounts('delayed')).delayed === 1, 10_000, 50);
+      } finally {
+        await worker.close();
+        await worker.disconnect();
+      }
+      // An hour later: every time BullMQ and the note keep, moved back by the hour (the backoff has ended).
+      const key = retried.toKey('retry-1');
+      const [timestamp, processedOn, dueAt] = await redis.hmget(key, 'timestamp', 'processedOn', DUE_AT_FIELD);
+      expect(dueAt, 'the retry\'s due time is noted').to.be.a('string');
+      expect(Number(dueAt) - Number(processedOn)).to.be.at.least(HOUR_MS);
+      const score = Number(await redis.zscore(retried.keys.delayed, 'retry-1'));
+      await redis.hset(key, 'timestamp', Number(timestamp) - HOUR_MS, 'processedOn', Number(processedOn) - HOUR_MS, DUE_AT_FIELD, Number(dueAt) - HOUR_MS);
+      await redis.zadd(retried.keys.delayed, score - HOUR_MS * 0x1000, 'retry-1');
+      await retried.promoteJobs();
+      const stats = await readQueueStats(retried);
+      expect(stats.waiting).to.equal(1);
+      expect(stats.oldestWaitingAgeSeconds).to.be.a('number').within(0, 30);
+    } finally {
+      await retried.obliterate({ force: true });
+      await retried.close();
+    }
+  });
+
   it('a job that has really waited since its creation an hour ago reads the hour', async () => {
     await plain.add('deliver', {}, { jobId: 'plain-1', timestamp: Date.now() - HOUR_MS });
+    const stats = await readQueueStats(plain);
+    expect(stats.waiting).to.equal(1);
+    expect(stats.oldestWaitingAgeSeconds).to.be.within(HOUR_MS / 1000 - 60, HOUR_MS / 1000 + 60);
+  });
+
+  it('a job back in wait with a due time still ahead (its hold failed: lock lost) reads from its creation', async () => {
+    await plain.obliterate({ force: true });
+    await plain.add('deliver', {}, { jobId: 'plain-3', timestamp: Date.now() - HOUR_MS });
+    await redis.hset(plain.toKey('plain-3'), DUE_AT_FIELD, String(Date.now() + HOUR_MS));
     const stats = await readQueueStats(plain);
     expect(stats.waiting).to.equal(1);
     expect(stats.oldestWaitingAgeSeconds).to.be.within(HOUR_MS / 1000 - 60, HOUR_MS / 1000 + 60);

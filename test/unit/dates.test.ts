@@ -29,7 +29,12 @@ describe('parseUtcInstant (query and body date-times)', () => {
     });
   }
 
-  for (const bad of ['', 'yesterday', '2026-13-01', '2026-02-30', '2026-11-01T25:00:00', '2026-11-01 08:00:00', '1764000000000', '2026-11-01T08:00:00Zjunk']) {
+  it('takes the first and last instants PostgreSQL reads back (years 0001 to 9999)', () => {
+    expect(parseUtcInstant('0001-01-01')?.toISOString()).to.equal('0001-01-01T00:00:00.000Z');
+    expect(parseUtcInstant('9999-12-31T23:59:59.999')?.toISOString()).to.equal('9999-12-31T23:59:59.999Z');
+  });
+
+  for (const bad of ['', 'yesterday', '2026-13-01', '2026-02-30', '2026-11-01T25:00:00', '2026-11-01 08:00:00', '1764000000000', '2026-11-01T08:00:00Zjunk', '0000-01-01', '0000-12-31T23:00:00Z', '0001-01-01T00:00:00+05:00', '9999-12-31T23:00:00-05:00']) {
     it(`refuses ${JSON.stringify(bad)}`, () => {
       expect(parseUtcInstant(bad)).to.equal(null);
     });

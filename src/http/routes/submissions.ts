@@ -23,7 +23,7 @@ import { presentBatchItem, presentSubmission, presentSubmissionListItem } from '
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
 import { dateOrDateTime, FORM_ID, formIdParam, submissionIdParam } from './schemas';
-import { isDateOnly, parseUtcInstant } from '../../lib/dates';
+import { isDateOnly, LAST_INSTANT, parseUtcInstant } from '../../lib/dates';
 
 const DAY_MS = 86_400_000;
 const isoDate = dateOrDateTime;
@@ -53,7 +53,9 @@ const changesQuerySchema = Joi.object({
 export function dateBounds(startDate?: string, endDate?: string): { from: Date | null; until: Date | null } {
   const from = startDate ? parseUtcInstant(startDate) : null;
   const end = endDate ? parseUtcInstant(endDate) : null;
-  const until = end && endDate ? new Date(end.getTime() + (isDateOnly(endDate) ? DAY_MS : 1)) : null;
+  const untilMs = end && endDate ? end.getTime() + (isDateOnly(endDate) ? DAY_MS : 1) : null;
+  // No row is stored after year 9999: an end past it is no bound (and could not be written as one).
+  const until = untilMs !== null && untilMs <= LAST_INSTANT ? new Date(untilMs) : null;
   return { from, until };
 }
 
