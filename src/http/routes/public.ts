@@ -64,7 +64,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   /** The current form a 409 form_changed carries, in the language the page was shown in (its `language`). */
   const changedFormIn = (req: Request, body: unknown) => (changed: CachedForm) => {
     const language = body && typeof body === 'object' ? (body as Record<string, unknown>).language : undefined;
-    return toPublicForm(changed, isLanguage(language) ? language : requestLanguage(req, changed));
+    if (isLanguage(language)) return toPublicForm(changed, language);
+    const asked = requestLanguageTag(req, changed);
+    return toPublicForm(changed, asked.language, asked.tag);
   };
 
   server.opts('/public/forms/:formId', publicPreflight);
