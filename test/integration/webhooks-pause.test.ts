@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { RELEASE_BATCH } from '../../src/domain/webhooks/webhook-service';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createTenant, type TestTenant } from '../support/harness';
 import { startStack, type Stack } from '../support/worker-stack';
@@ -110,5 +112,32 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
     await expectReleased(id);
     const [retry] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_retrywait00000001'`);
     expect(retry.waits).to.equal(true);
+  });
+  it('lifting a pause releases every held delivery, past the first RELEASE_BATCH too: the rest are due now and the sweep brings their jobs forward', async () => {
+    const hook = await call(stack.api.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'many', url: 'http://127.0.0.1:9/many', events: ['submission.created'] },
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    const id = hook.body.webhook.id as string;
+    const count = RELEASE_BATCH + 5;
+    await stack.api.query(`update webhooks set paused_until = now() + interval '1 day' where id = ?`, [id]);
+    const ids: string[] = await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       select 'dlv_many' || lpad(g::text, 13, '0'), ?, ?, 'evt_many' || lpad(g::text, 13, '0'), 'form.submission.created', '{"id":"evt"}',
+              'pending', 0, now() + interval '1 day' + g * interval '1 millisecond'
+         from generate_series(1, ?) g returning id`,
+      [id, tenant.organizationId, count],
+    ).then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
+    await stack.api.app.producer.addBulk('webhooks', ids.map((deliveryId) => ({ name: 'deliver' as const, data: { deliveryId }, opts: { delay: 86_400_000 } })));
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${id}`, { key: tenant.key, body: { url: 'http://127.0.0.1:9/moved' } });
+    expect(res.status, res.text).to.equal(200);
+    const [{ held }] = await stack.api.query(`select count(*)::int as held from webhook_deliveries where webhook_id = ? and next_attempt_at > now()`, [id]);
+    expect(held, 'deliveries still held for a day after the pause was lifted').to.equal(0);
+    const last = ids[ids.length - 1];
+    const queue = stack.api.app.producer.queue('webhooks');
+    expect(await (await queue.getJob(jobIds.deliver(ids[0])))?.getState()).to.equal('waiting');
+    // The ones past the batch: their rows are due, and the sweep of owed work brings their jobs forward.
+    await sweepOwed(stack.api.app, 0);
+    expect(await (await queue.getJob(jobIds.deliver(last)))?.getState()).to.equal('waiting');
   });
 });

@@ -307,23 +307,25 @@ export async function liftWebhookPause(em: Em, organizationId: string, webhookId
 
 /**
  * The webhook's held deliveries (pending and due later: the ones a pause or the throttle holds, and
- * retries waiting their delay) due now, at most `limit`, those due soonest first, skipping rows
- * another call holds. `awaitingFirstAttempt`: only those whose current schedule has made no attempt
- * yet (waiting retries keep their delay). Answers them for the caller to queue.
+ * retries waiting their delay) made due now, all of them in one statement, skipping rows another
+ * call holds; answers the `limit` due soonest, for the caller to queue. The
+ * others' rows are due now too, and the sweep of owed work brings their delayed jobs forward
+ * (Producer.requeue's `promoteDelayed`): none waits out the old hold. `awaitingFirstAttempt`: only
+ * those whose current schedule has made no attempt yet (waiting retries keep their delay).
  */
 export async function releaseHeld(
   em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
   const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
-    `update webhook_deliveries set next_attempt_at = now()
-      where id in (
-        select id from webhook_deliveries
-         where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
-           ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
-         order by next_attempt_at, id limit ${limit}
-         for update skip locked)
-        and status = 'pending'
-      returning id, job_group`,
+    `with released as (
+       update webhook_deliveries w set next_attempt_at = now()
+         from (select id, next_attempt_at as was from webhook_deliveries
+                where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
+                  ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
+                for update skip locked) h
+        where w.id = h.id and w.status = 'pending'
+        returning w.id, w.job_group, h.was)
+     select id, job_group from released order by was, id limit ${Number(limit)}`,
     [webhookId, organizationId],
   );
   return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));

@@ -200,8 +200,9 @@ export async function listDeliveries(
 
 /**
  * Ends a receiver's pause of the webhook (a manual retry or a recovery says: try now) and puts its
- * held deliveries back to due now, at most RELEASE_BATCH, answering them for the caller to queue
- * (their waiting jobs replaced by ones due now). A delivery held by the throttle that comes back
+ * held deliveries back to due now, all of them, answering at most RELEASE_BATCH for the caller to
+ * queue (their waiting jobs replaced by ones due now); the sweep of owed work brings the others' jobs
+ * forward. A delivery held by the throttle that comes back
  * before its slot is told to wait for it again, so releasing never breaks the rate.
  */
 export async function releaseHeldDeliveries(
@@ -211,7 +212,7 @@ export async function releaseHeldDeliveries(
   return releaseHeld(em, organizationId, webhookId, RELEASE_BATCH, { awaitingFirstAttempt });
 }
 
-/** Held deliveries one call releases at most (the oldest held first); the others go when their hold ends. */
+/** Released deliveries one call queues at most (those due soonest); the sweep of owed work brings the others' jobs forward. */
 export const RELEASE_BATCH = 1_000;
 
 /** Back to pending, due now, with a fresh retry schedule; the caller queues its job again. */
