@@ -140,4 +140,20 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
     await sweepOwed(stack.api.app, 0);
     expect(await (await queue.getJob(jobIds.deliver(last)))?.getState()).to.equal('waiting');
   });
+  it('a manual retry on a webhook that is not paused leaves the other deliveries\' retry delays alone (no attempt spent early)', async () => {
+    await stack.api.query(`update webhooks set paused_until = null where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
+       values ('dlv_backoff0000000001', ?, ?, 'evt_backoff0000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 2, 'Unexpected status 500', now() + interval '1 hour'),
+              ('dlv_failedtwice000001', ?, ?, 'evt_failedtwice000001', 'form.submission.created', '{"id":"evt"}', 'failed', 3, 'Unexpected status 500', null)`,
+      [webhookId, tenant.organizationId, webhookId, tenant.organizationId],
+    );
+    await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: 'dlv_backoff0000000001' }, { delay: 3_600_000 });
+    const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/deliveries/dlv_failedtwice000001/retry`, { key: tenant.key });
+    expect(res.status, res.text).to.equal(202);
+    const [row] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_backoff0000000001'`);
+    expect(row.waits, 'a retry waiting its delay was made due by another delivery\'s manual retry').to.equal(true);
+    const job = await stack.api.app.producer.queue('webhooks').getJob(jobIds.deliver('dlv_backoff0000000001'));
+    expect(await job?.getState()).to.equal('delayed');
+  });
 });

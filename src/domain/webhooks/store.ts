@@ -300,9 +300,14 @@ export async function holdDelivery(em: Em, deliveryId: string, waitMs: number): 
   return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs });
 }
 
-/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After). */
-export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<void> {
-  await em.execute('update webhooks set paused_until = null where id = ? and organization_id = ? and paused_until is not null', [webhookId, organizationId]);
+/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After); whether one was still running. */
+export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<boolean> {
+  const rows = await em.execute<Array<{ running: boolean }>>(
+    `update webhooks w set paused_until = null from (select id, paused_until > now() as running from webhooks where id = ? and organization_id = ? for update) o
+      where w.id = o.id and w.paused_until is not null returning o.running`,
+    [webhookId, organizationId],
+  );
+  return rows.some((r) => r.running);
 }
 
 /**

@@ -199,8 +199,8 @@ export async function listDeliveries(
 }
 
 /**
- * Ends a receiver's pause of the webhook (a manual retry or a recovery says: try now) and puts its
- * held deliveries back to due now, all of them, answering at most RELEASE_BATCH for the caller to
+ * Ends a receiver's pause of the webhook (a manual retry or a recovery says: try now) and, when one
+ * was running, puts its held deliveries back to due now, all of them, answering at most RELEASE_BATCH for the caller to
  * queue (their waiting jobs replaced by ones due now); the sweep of owed work brings the others' jobs
  * forward. A delivery held by the throttle that comes back
  * before its slot is told to wait for it again, so releasing never breaks the rate.
@@ -208,7 +208,9 @@ export async function listDeliveries(
 export async function releaseHeldDeliveries(
   em: Em, organizationId: string, webhookId: string, { liftPause, awaitingFirstAttempt = false }: { liftPause: boolean; awaitingFirstAttempt?: boolean },
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
-  if (liftPause) await liftWebhookPause(em, organizationId, webhookId);
+  // Without a running pause there is nothing it held: retries waiting their delay keep it (releasing
+  // them would spend their attempts early on a receiver that may still fail).
+  if (liftPause && !(await liftWebhookPause(em, organizationId, webhookId))) return [];
   return releaseHeld(em, organizationId, webhookId, RELEASE_BATCH, { awaitingFirstAttempt });
 }
 
