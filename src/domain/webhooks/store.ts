@@ -310,13 +310,17 @@ export async function liftWebhookPause(em: Em, organizationId: string, webhookId
   return rows.some((r) => r.running);
 }
 
+/** Held rows one release makes due at most (bounded work per request: about a second of writing). */
+export const RELEASE_ROWS = 20_000;
+
 /**
  * The webhook's held deliveries (pending and due later: the ones a pause or the throttle holds, and
- * retries waiting their delay) made due now, all of them in one statement, skipping rows another
- * call holds; answers the `limit` due soonest, for the caller to queue. The
- * others' rows are due now too, and the sweep of owed work brings their delayed jobs forward
- * (Producer.requeue's `promoteDelayed`): none waits out the old hold. `awaitingFirstAttempt`: only
- * those whose current schedule has made no attempt yet (waiting retries keep their delay).
+ * retries waiting their delay) made due now, up to RELEASE_ROWS of them (those due soonest) in one
+ * statement, skipping rows another call holds; answers the `limit` due soonest for the caller to
+ * queue. The others' rows are due now too, and the sweep of owed work brings their delayed jobs
+ * forward (Producer.requeue's `promoteDelayed`), so none waits out the old hold; past RELEASE_ROWS,
+ * the next release (or the hold's end) takes them. `awaitingFirstAttempt`: only those whose current
+ * schedule has made no attempt yet (waiting retries keep their delay).
  */
 export async function releaseHeld(
   em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
@@ -327,6 +331,7 @@ export async function releaseHeld(
          from (select id, next_attempt_at as was from webhook_deliveries
                 where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
                   ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
+                order by next_attempt_at, id limit ${RELEASE_ROWS}
                 for update skip locked) h
         where w.id = h.id and w.status = 'pending'
         returning w.id, w.job_group, h.was)
