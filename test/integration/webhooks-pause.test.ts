@@ -156,4 +156,16 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
     const job = await stack.api.app.producer.queue('webhooks').getJob(jobIds.deliver('dlv_backoff0000000001'));
     expect(await job?.getState()).to.equal('delayed');
   });
+  it('enabled: true after a pause that already ended releases nothing: retries waiting their delay keep it', async () => {
+    await stack.api.query(`update webhooks set paused_until = now() - interval '1 hour' where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
+       values ('dlv_backoff0000000002', ?, ?, 'evt_backoff0000000002', 'form.submission.created', '{"id":"evt"}', 'pending', 2, 'Unexpected status 500', now() + interval '1 hour')`,
+      [webhookId, tenant.organizationId],
+    );
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { enabled: true } });
+    expect(res.status, res.text).to.equal(200);
+    const [row] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_backoff0000000002'`);
+    expect(row.waits, 'a retry waiting its delay was released by lifting a pause that had ended').to.equal(true);
+  });
 });

@@ -174,7 +174,8 @@ export async function updateWebhook(
   if (patch.enabled === true && !webhook.enabled) webhook.failingSince = null;
   const liftsPause = (patch.url !== undefined && patch.url !== webhook.url) || patch.enabled === true;
   const rateChanged = patch.throttleRate !== undefined && patch.throttleRate !== webhook.throttleRate;
-  const wasPaused = webhook.pausedUntil !== null;
+  // A pause that already ended held nothing back: lifting it releases nothing (retries keep their delay).
+  const wasPaused = webhook.pausedUntil !== null && webhook.pausedUntil > new Date();
   if (liftsPause) webhook.pausedUntil = null;
   Object.assign(webhook, {
     ...patch,
