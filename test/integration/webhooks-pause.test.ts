@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { holdDelivery } from '../../src/domain/webhooks/store';
 import { RELEASE_BATCH } from '../../src/domain/webhooks/webhook-service';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createTenant, type TestTenant } from '../support/harness';
@@ -167,5 +168,28 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
     expect(res.status, res.text).to.equal(200);
     const [row] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_backoff0000000002'`);
     expect(row.waits, 'a retry waiting its delay was released by lifting a pause that had ended').to.equal(true);
+  });
+  it('a worker that read the pause before it was lifted holds nothing: the row stays due (the sweep brings its job forward)', async () => {
+    const id = 'dlv_raced00000000001';
+    await stack.api.query(`update webhooks set paused_until = null where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       values (?, ?, ?, 'evt_raced00000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 0, now())`,
+      [id, webhookId, tenant.organizationId],
+    );
+    const em = stack.api.app.orm.em.fork();
+    // The worker's read said "paused for an hour"; the pause was lifted before it wrote the hold.
+    await holdDelivery(em, id, 3_600_000, { paused: true });
+    const [lifted] = await stack.api.query(`select next_attempt_at <= now() as due from webhook_deliveries where id = ?`, [id]);
+    expect(lifted.due, 'held for a pause that was lifted').to.equal(true);
+    // While the pause runs, the hold is written; a throttle's hold always is.
+    await stack.api.query(`update webhooks set paused_until = now() + interval '1 hour' where id = ?`, [webhookId]);
+    await holdDelivery(em, id, 3_600_000, { paused: true });
+    const [held] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as held from webhook_deliveries where id = ?`, [id]);
+    expect(held.held).to.equal(true);
+    await stack.api.query(`update webhooks set paused_until = null where id = ?`, [webhookId]);
+    await holdDelivery(em, id, 7_200_000);
+    const [throttled] = await stack.api.query(`select next_attempt_at > now() + interval '110 minutes' as held from webhook_deliveries where id = ?`, [id]);
+    expect(throttled.held).to.equal(true);
   });
 });

@@ -280,13 +280,18 @@ export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promis
 
 const HOLD_DELIVERIES_SQL = `
   update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
-    from unnest($1::text[], $2::int[]) as t(id, wait_ms)
-   where w.id = t.id and w.status = 'pending'`;
+    from unnest($1::text[], $2::int[], $3::bool[]) as t(id, wait_ms, paused)
+   where w.id = t.id and w.status = 'pending'
+     and (not t.paused or exists (select 1 from webhooks h where h.id = w.webhook_id and h.paused_until > now()))`;
 
-const holdBatches = new WeakMap<object, TickBatch<{ em: Em; id: string; waitMs: number }, void>>();
+type Hold = { em: Em; id: string; waitMs: number; paused: boolean };
 
-async function holdMany(items: Array<{ em: Em; id: string; waitMs: number }>): Promise<void[]> {
-  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs))]);
+const holdBatches = new WeakMap<object, TickBatch<Hold, void>>();
+
+async function holdMany(items: Hold[]): Promise<void[]> {
+  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [
+    items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs)), items.map((i) => i.paused),
+  ]);
   return items.map(() => undefined);
 }
 
@@ -295,9 +300,12 @@ async function holdMany(items: Array<{ em: Em; id: string; waitMs: number }>): P
  * the time it will be tried as its next attempt time: the delivery log shows it (`nextAttemptAt`)
  * and the sweeps of owed work pass it by until then, so a held backlog never sits in front of
  * another organization's lost enqueue. Holds of one turn of the event loop share one statement.
+ * A hold for a pause (`paused`) is written only while the pause still runs: one lifted meanwhile (a
+ * new URL, a retry, between this attempt's read and now) leaves the row due, and the sweep of owed
+ * work brings its job forward rather than letting it wait out a pause that is over.
  */
-export async function holdDelivery(em: Em, deliveryId: string, waitMs: number): Promise<void> {
-  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs });
+export async function holdDelivery(em: Em, deliveryId: string, waitMs: number, { paused = false } = {}): Promise<void> {
+  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs, paused });
 }
 
 /** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After); whether one was still running. */
