@@ -24,7 +24,7 @@ import type { Redis } from 'ioredis';
  * nothing else. Everything here expires on its own; a Redis that forgets it merely lets the next
  * callers go at once.
  *
- * KEYS: line (hash: `tat` the end of the line, `iv` its interval), held (hash: ticket → slot), log
+ * KEYS: line (hash: `tat` the end of the line, `iv` its interval), held (`:slots`, hash: ticket → slot), log
  * (list of grant times, newest first). ARGV: interval µs, ticket, linger ms, rate, lateness µs.
  * Answers {wait µs, slot µs}: wait 0 means go now.
  */
@@ -99,7 +99,9 @@ export function intervalMicros(ratePerSecond: number): number {
  */
 export function throttleKeys(prefix: string, key: string): { line: string; held: string; log: string } {
   const tag = `${prefix.replace(/[{}]/g, '')}:throttle:{${key}}`;
-  return { line: `${tag}:line`, held: `${tag}:held`, log: `${tag}:log` };
+  // Names none of the previous release's keys (`:tat`, `:held`, in ms) uses: during a rolling deploy
+  // its workers would read a µs slot of ours as ms and hold a delivery for ever (deploy/README.md).
+  return { line: `${tag}:line`, held: `${tag}:slots`, log: `${tag}:log` };
 }
 
 /** How long a key's state outlives its last slot, and a reservation its time. */

@@ -55,7 +55,7 @@ describe('sweeps: one organization\'s held backlog never delays another\'s recov
   it('a lost enqueue of another organization is re-queued and arrives within 30 s behind 700 held deliveries', async () => {
     // A receiver's 429 paused the webhook for a day; its 700 deliveries are older than the bystander's.
     await stack.api.query(`update webhooks set paused_until = now() + interval '1 day' where id = ?`, [pausedHook]);
-    const heldIds = Array.from({ length: HELD }, (_, i) => `dlv_held${String(i).padStart(12, '0')}`);
+    const heldIds = Array.from({ length: HELD }, (_, i) => `dlv_tnheld${String(i).padStart(10, '0')}`);
     await insertOwed(paused, pausedHook, heldIds, 60);
     const started = Date.now();
     await insertOwed(bystander, bystanderHook, ['dlv_bystander000000001'], 0);

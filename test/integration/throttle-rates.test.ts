@@ -4,6 +4,33 @@ import { intervalMicros, SharedThrottle, throttleKeys } from '../../src/lib/thro
 import { startTestApp, type TestApp } from '../support/harness';
 import { freshQueuePrefix } from '../support/worker-stack';
 
+/** The previous release's script and keys (`<tag>:tat`, `<tag>:held`, times in ms), as its workers run it during a rolling deploy. */
+const PREVIOUS_RELEASE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = tonumber(ARGV[1])
+local ticket = ARGV[2]
+local linger = tonumber(ARGV[3])
+local held = redis.call('HGET', KEYS[2], ticket)
+if held then
+  held = tonumber(held)
+  if held <= now + 1 then
+    redis.call('HDEL', KEYS[2], ticket)
+    return 0
+  end
+  return math.ceil(held - now)
+end
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat <= now then
+  redis.call('SET', KEYS[1], tostring(now + interval), 'PX', math.ceil(interval) + linger)
+  return 0
+end
+redis.call('SET', KEYS[1], tostring(tat + interval), 'PX', math.ceil(tat + interval - now) + linger)
+redis.call('HSET', KEYS[2], ticket, tostring(tat))
+redis.call('PEXPIRE', KEYS[2], math.ceil(tat - now) + linger)
+return math.ceil(tat - now)
+`;
+
 /** The most grants within any closed second of Redis's clock (µs times). */
 function mostInClosedSecond(times: number[]): number {
   const sorted = [...times].sort((a, b) => a - b);
@@ -100,5 +127,21 @@ describe('the shared throttle at every rate (Redis, Redis\'s clock)', function (
     // The keys the code builds share the webhook's hash tag.
     const keys = throttleKeys(prefix, key);
     expect(await redis.exists(keys.line, keys.log)).to.equal(2);
+  });
+  it('during a rolling deploy, a ticket this release reserved and the previous release\'s worker picks up waits its slot, not forever', async () => {
+    const key = 'wh_rolling';
+    const tag = `${prefix}:throttle:{${key}}`;
+    const previous = (ticket: string) => redis.eval(PREVIOUS_RELEASE_SCRIPT, 2, `${tag}:tat`, `${tag}:held`, 1000 / 2, ticket, 60_000) as Promise<number>;
+    expect((await throttle.reserve(key, 2, 'dlv_a')).waitMicros).to.equal(0);
+    const b = await throttle.reserve(key, 2, 'dlv_b');
+    expect(b.waitMicros).to.be.above(0);
+    // dlv_b's delayed job comes back on a worker of the previous release (ms, its own keys): a wait of
+    // a second at most, never this release's µs slot read as ms (57,000 years: a delivery stranded).
+    const waitMs = await previous('dlv_b');
+    expect(waitMs).to.be.at.most(1_000);
+    // And the other way round: what the previous release reserved never strands a ticket here.
+    expect(await previous('dlv_x')).to.be.at.most(1_000);
+    expect(await previous('dlv_y')).to.be.at.most(1_000);
+    expect((await throttle.reserve(key, 2, 'dlv_y')).waitMicros).to.be.at.most(1_500_000);
   });
 });

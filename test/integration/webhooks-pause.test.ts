@@ -1,4 +1,7 @@
 import { expect } from 'chai';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
+import { holdDelivery } from '../../src/domain/webhooks/store';
+import { RELEASE_BATCH } from '../../src/domain/webhooks/webhook-service';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createTenant, type TestTenant } from '../support/harness';
 import { startStack, type Stack } from '../support/worker-stack';
@@ -110,5 +113,83 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
     await expectReleased(id);
     const [retry] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_pausewait00000001'`);
     expect(retry.waits).to.equal(true);
+  });
+  it('lifting a pause releases every held delivery, past the first RELEASE_BATCH too: the rest are due now and the sweep brings their jobs forward', async () => {
+    const hook = await call(stack.api.url, 'POST', '/v1/webhooks', {
+      key: tenant.key, body: { name: 'many', url: 'http://127.0.0.1:9/many', events: ['submission.created'] },
+    });
+    expect(hook.status, hook.text).to.equal(201);
+    const id = hook.body.webhook.id as string;
+    const count = RELEASE_BATCH + 5;
+    await stack.api.query(`update webhooks set paused_until = now() + interval '1 day' where id = ?`, [id]);
+    const ids: string[] = await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       select 'dlv_many' || lpad(g::text, 13, '0'), ?, ?, 'evt_many' || lpad(g::text, 13, '0'), 'form.submission.created', '{"id":"evt"}',
+              'pending', 0, now() + interval '1 day' + g * interval '1 millisecond'
+         from generate_series(1, ?) g returning id`,
+      [id, tenant.organizationId, count],
+    ).then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
+    await stack.api.app.producer.addBulk('webhooks', ids.map((deliveryId) => ({ name: 'deliver' as const, data: { deliveryId }, opts: { delay: 86_400_000 } })));
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${id}`, { key: tenant.key, body: { url: 'http://127.0.0.1:9/moved' } });
+    expect(res.status, res.text).to.equal(200);
+    const [{ held }] = await stack.api.query(`select count(*)::int as held from webhook_deliveries where webhook_id = ? and next_attempt_at > now()`, [id]);
+    expect(held, 'deliveries still held for a day after the pause was lifted').to.equal(0);
+    const last = ids[ids.length - 1];
+    const queue = stack.api.app.producer.queue('webhooks');
+    expect(await (await queue.getJob(jobIds.deliver(ids[0])))?.getState()).to.equal('waiting');
+    // The ones past the batch: their rows are due, and the sweep of owed work brings their jobs forward.
+    await sweepOwed(stack.api.app, 0);
+    expect(await (await queue.getJob(jobIds.deliver(last)))?.getState()).to.equal('waiting');
+  });
+  it('a manual retry on a webhook that is not paused leaves the other deliveries\' retry delays alone (no attempt spent early)', async () => {
+    await stack.api.query(`update webhooks set paused_until = null where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
+       values ('dlv_backoff0000000001', ?, ?, 'evt_backoff0000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 2, 'Unexpected status 500', now() + interval '1 hour'),
+              ('dlv_failedtwice000001', ?, ?, 'evt_failedtwice000001', 'form.submission.created', '{"id":"evt"}', 'failed', 3, 'Unexpected status 500', null)`,
+      [webhookId, tenant.organizationId, webhookId, tenant.organizationId],
+    );
+    await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: 'dlv_backoff0000000001' }, { delay: 3_600_000 });
+    const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/deliveries/dlv_failedtwice000001/retry`, { key: tenant.key });
+    expect(res.status, res.text).to.equal(202);
+    const [row] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_backoff0000000001'`);
+    expect(row.waits, 'a retry waiting its delay was made due by another delivery\'s manual retry').to.equal(true);
+    const job = await stack.api.app.producer.queue('webhooks').getJob(jobIds.deliver('dlv_backoff0000000001'));
+    expect(await job?.getState()).to.equal('delayed');
+  });
+  it('enabled: true after a pause that already ended releases nothing: retries waiting their delay keep it', async () => {
+    await stack.api.query(`update webhooks set paused_until = now() - interval '1 hour' where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
+       values ('dlv_backoff0000000002', ?, ?, 'evt_backoff0000000002', 'form.submission.created', '{"id":"evt"}', 'pending', 2, 'Unexpected status 500', now() + interval '1 hour')`,
+      [webhookId, tenant.organizationId],
+    );
+    const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { enabled: true } });
+    expect(res.status, res.text).to.equal(200);
+    const [row] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_backoff0000000002'`);
+    expect(row.waits, 'a retry waiting its delay was released by lifting a pause that had ended').to.equal(true);
+  });
+  it('a worker that read the pause before it was lifted holds nothing: the row stays due (the sweep brings its job forward)', async () => {
+    const id = 'dlv_raced00000000001';
+    await stack.api.query(`update webhooks set paused_until = null where id = ?`, [webhookId]);
+    await stack.api.query(
+      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, next_attempt_at)
+       values (?, ?, ?, 'evt_raced00000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 0, now())`,
+      [id, webhookId, tenant.organizationId],
+    );
+    const em = stack.api.app.orm.em.fork();
+    // The worker's read said "paused for an hour"; the pause was lifted before it wrote the hold.
+    await holdDelivery(em, id, 3_600_000, { paused: true });
+    const [lifted] = await stack.api.query(`select next_attempt_at <= now() as due from webhook_deliveries where id = ?`, [id]);
+    expect(lifted.due, 'held for a pause that was lifted').to.equal(true);
+    // While the pause runs, the hold is written; a throttle's hold always is.
+    await stack.api.query(`update webhooks set paused_until = now() + interval '1 hour' where id = ?`, [webhookId]);
+    await holdDelivery(em, id, 3_600_000, { paused: true });
+    const [held] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as held from webhook_deliveries where id = ?`, [id]);
+    expect(held.held).to.equal(true);
+    await stack.api.query(`update webhooks set paused_until = null where id = ?`, [webhookId]);
+    await holdDelivery(em, id, 7_200_000);
+    const [throttled] = await stack.api.query(`select next_attempt_at > now() + interval '110 minutes' as held from webhook_deliveries where id = ?`, [id]);
+    expect(throttled.held).to.equal(true);
   });
 });

@@ -15,7 +15,9 @@ export interface SweepReport {
  * an emptied Redis, a job that stalled for good, or an enqueue lost after a commit all end in an
  * attempt, with the same delivery id. Bounded per run (OWED_PAGES_PER_RUN pages), oldest first, paging
  * past what it could not queue. A held delivery or sync (throttled, paused) carries the time it will
- * be tried as its next attempt time, so it is not overdue and the sweeps never look at it.
+ * be tried as its next attempt time, so it is not overdue and the sweeps never look at it; an
+ * overdue row whose job is still delayed (its hold released: a pause lifted, a rate changed) has its
+ * job brought forward: the row is the truth, and the attempt checks the rate and the pause again.
  */
 export async function sweepOwed(deps: OutboxDeps, graceMs = deps.config.owedSweepIntervalMs): Promise<SweepReport> {
   return sweep(deps, graceMs, false);
@@ -80,8 +82,8 @@ async function sweepTable(
 async function sweep(deps: OutboxDeps, graceMs: number, neverAttempted: boolean): Promise<SweepReport> {
   const em = deps.orm.em.fork();
   const deliveriesQueued = await sweepTable(em, 'webhook_deliveries', graceMs, neverAttempted,
-    ({ id, job_group: group }) => requeueDelivery(deps.producer, { id, jobGroup: group }));
+    ({ id, job_group: group }) => requeueDelivery(deps.producer, { id, jobGroup: group }, { promoteDelayed: true }));
   const syncsQueued = await sweepTable(em, 'crm_syncs', graceMs, neverAttempted,
-    ({ id }) => deps.producer.requeue('crm', 'sync', { syncId: id }));
+    ({ id }) => deps.producer.requeue('crm', 'sync', { syncId: id }, { promoteDelayed: true }));
   return { deliveriesQueued, syncsQueued };
 }

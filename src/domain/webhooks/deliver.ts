@@ -74,7 +74,7 @@ export async function attemptDelivery(
   // The row then shows when it will be tried (holdDelivery), which keeps the sweeps off it meanwhile.
   if (row.paused_for_ms) {
     const waitMs = row.paused_for_ms + Math.floor(Math.random() * PAUSE_SPREAD_MS);
-    await holdDelivery(em, row.id, waitMs);
+    await holdDelivery(em, row.id, waitMs, { paused: true });
     return { kind: 'throttled', reason: 'paused', waitMs };
   }
   if (row.throttle_rate !== null) {

@@ -288,13 +288,18 @@ export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promis
 
 const HOLD_DELIVERIES_SQL = `
   update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
-    from unnest($1::text[], $2::int[]) as t(id, wait_ms)
-   where w.id = t.id and w.status = 'pending'`;
+    from unnest($1::text[], $2::int[], $3::bool[]) as t(id, wait_ms, paused)
+   where w.id = t.id and w.status = 'pending'
+     and (not t.paused or exists (select 1 from webhooks h where h.id = w.webhook_id and h.paused_until > now()))`;
 
-const holdBatches = new WeakMap<object, TickBatch<{ em: Em; id: string; waitMs: number }, void>>();
+type Hold = { em: Em; id: string; waitMs: number; paused: boolean };
 
-async function holdMany(items: Array<{ em: Em; id: string; waitMs: number }>): Promise<void[]> {
-  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs))]);
+const holdBatches = new WeakMap<object, TickBatch<Hold, void>>();
+
+async function holdMany(items: Hold[]): Promise<void[]> {
+  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [
+    items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs)), items.map((i) => i.paused),
+  ]);
   return items.map(() => undefined);
 }
 
@@ -303,35 +308,50 @@ async function holdMany(items: Array<{ em: Em; id: string; waitMs: number }>): P
  * the time it will be tried as its next attempt time: the delivery log shows it (`nextAttemptAt`)
  * and the sweeps of owed work pass it by until then, so a held backlog never sits in front of
  * another organization's lost enqueue. Holds of one turn of the event loop share one statement.
+ * A hold for a pause (`paused`) is written only while the pause still runs: one lifted meanwhile (a
+ * new URL, a retry, between this attempt's read and now) leaves the row due, and the sweep of owed
+ * work brings its job forward rather than letting it wait out a pause that is over.
  */
-export async function holdDelivery(em: Em, deliveryId: string, waitMs: number): Promise<void> {
-  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs });
+export async function holdDelivery(em: Em, deliveryId: string, waitMs: number, { paused = false } = {}): Promise<void> {
+  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs, paused });
 }
 
-/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After). */
-export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<void> {
-  await em.execute('update webhooks set paused_until = null where id = ? and organization_id = ? and paused_until is not null', [webhookId, organizationId]);
+/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After); whether one was still running. */
+export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<boolean> {
+  const rows = await em.execute<Array<{ running: boolean }>>(
+    `update webhooks w set paused_until = null from (select id, paused_until > now() as running from webhooks where id = ? and organization_id = ? for update) o
+      where w.id = o.id and w.paused_until is not null returning o.running`,
+    [webhookId, organizationId],
+  );
+  return rows.some((r) => r.running);
 }
+
+/** Held rows one release makes due at most (bounded work per request: about a second of writing). */
+export const RELEASE_ROWS = 20_000;
 
 /**
  * The webhook's held deliveries (pending and due later: the ones a pause or the throttle holds, and
- * retries waiting their delay) due now, at most `limit`, those due soonest first, skipping rows
- * another call holds. `awaitingFirstAttempt`: only those whose current schedule has made no attempt
- * yet (waiting retries keep their delay). Answers them for the caller to queue.
+ * retries waiting their delay) made due now, up to RELEASE_ROWS of them (those due soonest) in one
+ * statement, skipping rows another call holds; answers the `limit` due soonest for the caller to
+ * queue. The others' rows are due now too, and the sweep of owed work brings their delayed jobs
+ * forward (Producer.requeue's `promoteDelayed`), so none waits out the old hold; past RELEASE_ROWS,
+ * the next release (or the hold's end) takes them. `awaitingFirstAttempt`: only those whose current
+ * schedule has made no attempt yet (waiting retries keep their delay).
  */
 export async function releaseHeld(
   em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
   const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
-    `update webhook_deliveries set next_attempt_at = now()
-      where id in (
-        select id from webhook_deliveries
-         where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
-           ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
-         order by next_attempt_at, id limit ${limit}
-         for update skip locked)
-        and status = 'pending'
-      returning id, job_group`,
+    `with released as (
+       update webhook_deliveries w set next_attempt_at = now()
+         from (select id, next_attempt_at as was from webhook_deliveries
+                where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
+                  ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
+                order by next_attempt_at, id limit ${RELEASE_ROWS}
+                for update skip locked) h
+        where w.id = h.id and w.status = 'pending'
+        returning w.id, w.job_group, h.was)
+     select id, job_group from released order by was, id limit ${Number(limit)}`,
     [webhookId, organizationId],
   );
   return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));

@@ -174,7 +174,8 @@ export async function updateWebhook(
   if (patch.enabled === true && !webhook.enabled) webhook.failingSince = null;
   const liftsPause = (patch.url !== undefined && patch.url !== webhook.url) || patch.enabled === true;
   const rateChanged = patch.throttleRate !== undefined && patch.throttleRate !== webhook.throttleRate;
-  const wasPaused = webhook.pausedUntil !== null;
+  // A pause that already ended held nothing back: lifting it releases nothing (retries keep their delay).
+  const wasPaused = webhook.pausedUntil !== null && webhook.pausedUntil > new Date();
   if (liftsPause) webhook.pausedUntil = null;
   Object.assign(webhook, {
     ...patch,
@@ -199,19 +200,22 @@ export async function listDeliveries(
 }
 
 /**
- * Ends a receiver's pause of the webhook (a manual retry or a recovery says: try now) and puts its
- * held deliveries back to due now, at most RELEASE_BATCH, answering them for the caller to queue
- * (their waiting jobs replaced by ones due now). A delivery held by the throttle that comes back
+ * Ends a receiver's pause of the webhook (a manual retry or a recovery says: try now) and, when one
+ * was running, puts its held deliveries back to due now, all of them, answering at most RELEASE_BATCH for the caller to
+ * queue (their waiting jobs replaced by ones due now); the sweep of owed work brings the others' jobs
+ * forward. A delivery held by the throttle that comes back
  * before its slot is told to wait for it again, so releasing never breaks the rate.
  */
 export async function releaseHeldDeliveries(
   em: Em, organizationId: string, webhookId: string, { liftPause, awaitingFirstAttempt = false }: { liftPause: boolean; awaitingFirstAttempt?: boolean },
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
-  if (liftPause) await liftWebhookPause(em, organizationId, webhookId);
+  // Without a running pause there is nothing it held: retries waiting their delay keep it (releasing
+  // them would spend their attempts early on a receiver that may still fail).
+  if (liftPause && !(await liftWebhookPause(em, organizationId, webhookId))) return [];
   return releaseHeld(em, organizationId, webhookId, RELEASE_BATCH, { awaitingFirstAttempt });
 }
 
-/** Held deliveries one call releases at most (the oldest held first); the others go when their hold ends. */
+/** Released deliveries one call queues at most (those due soonest); the sweep of owed work brings the others' jobs forward. */
 export const RELEASE_BATCH = 1_000;
 
 /** Back to pending, due now, with a fresh retry schedule; the caller queues its job again. */
