@@ -8,7 +8,7 @@ import { dropDatabase } from './databases';
  * Root hooks: every test run gets a throwaway database and its own queue prefix on the real
  * PostgreSQL and Redis, and drops the database at the end.
  *
- * In parallel mode (`npm run test:parallel`, mocha `--parallel`) mocha loads this file in its main
+ * In parallel mode (`npm test`, mocha `--parallel`) mocha loads this file in its main
  * process and again in each worker process, and runs the root hooks once per file: each worker
  * process gets a database and queue prefix of its own (named after the run, `FS_TEST_RUN`, which
  * the main process sets and the workers inherit), prepared once by its first file and kept for the
