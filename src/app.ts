@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config';
 import { failFastRedis } from '../config/redis';
-import { ADMIN_DB_TIMEOUTS, ensureDatabase, initOrm, migrate, type Orm } from './db/orm';
+import { ADMIN_DB_TIMEOUTS, ensureDatabase, initOrm, migrate, type AppliedMigration, type Orm } from './db/orm';
 import { KeyStore } from './domain/auth/key-store';
 import { resolveEncryptionKeys } from './domain/secrets/keys';
 import { INVALIDATION_CHANNEL, publishInvalidation } from './lib/cache-invalidation';
@@ -61,12 +61,13 @@ function untilReady(client: Redis, timeoutMs: number): Promise<void> {
   });
 }
 
-export async function prepareDatabase(config: Readonly<Config>): Promise<void> {
+export async function prepareDatabase(config: Readonly<Config>, log?: (line: string) => void): Promise<AppliedMigration[]> {
   await ensureDatabase(config.databaseUrl);
   const orm = await initOrm(config.databaseUrl, 1, { preparedStatements: config.dbPreparedStatements, timeouts: ADMIN_DB_TIMEOUTS });
   try {
-    await migrate(orm);
+    const applied = await migrate(orm, log);
     await ensureSubmissionPartitions(orm.em.fork());
+    return applied;
   } finally {
     await orm.close();
   }

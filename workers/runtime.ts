@@ -6,6 +6,7 @@ import { exportJobZeros, metrics } from '../src/lib/metrics';
 import { bullmqTelemetry } from '../src/lib/tracing';
 import { JOB_NAMES, type QueueName } from '../src/queues/catalogue';
 import { backoffStrategy } from './backoff';
+import { notingRetryDue } from '../src/queues/held-jobs';
 import { PROCESSORS, PROCESSORS_INIT, type Processor } from './processors';
 
 const CLOSE_DEADLINE_MS = 20_000;
@@ -52,7 +53,8 @@ export async function startWorkers(app: AppContext, queues: readonly QueueName[]
       // A job whose worker died is taken over once its lock lapses and the stall check runs.
       lockDuration: app.config.workerLockMs,
       stalledInterval: app.config.workerLockMs,
-      settings: { backoffStrategy: backoffStrategy(app.config.webhookRetryDelaysMs) },
+      // Webhook and CRM retries (their custom schedule) note when they are due, for the queue's lateness.
+      settings: { backoffStrategy: notingRetryDue(app.redis, backoffStrategy(app.config.webhookRetryDelaysMs)) },
       telemetry: bullmqTelemetry(),
     });
     worker.on('failed', (job, err) => {

@@ -13,6 +13,7 @@ import { presentKey, presentOrganization } from '../http/presenters/admin';
 import { resolveEncryptionKeys } from '../domain/secrets/keys';
 import { publishInvalidation } from '../lib/cache-invalidation';
 import { isScope } from '../domain/auth/scopes';
+import { walkDayCounts } from '../domain/maintenance/day-count-repair';
 
 const USAGE = `usage: npm run --silent cli -- <command>
   migrate
@@ -22,7 +23,9 @@ const USAGE = `usage: npm run --silent cli -- <command>
   keys create --org ORG_ID --scopes "forms:read,submissions:*" [--name N] [--expires-at ISO]
   keys list --org ORG_ID
   keys revoke KEY_ID
-  secrets reencrypt                 (after rotating ENCRYPTION_KEY; see deploy/README.md)`;
+  secrets reencrypt                 (after rotating ENCRYPTION_KEY; see deploy/README.md)
+  counts check [--form FORM_ID]     (one line per drifted form-day; exits 1 when any drifted)
+  counts repair [--form FORM_ID] [--since YYYY-MM-DD]`;
 
 class UsageError extends Error {}
 
@@ -53,6 +56,17 @@ function expiresAt(value: string | undefined): Date | null {
   return date;
 }
 
+function day(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`))
+    || new Date(`${value}T00:00:00Z`).toISOString().slice(0, 10) !== value) throw new UsageError('--since must be a date, YYYY-MM-DD');
+  return value;
+}
+
+function printLine(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}
+
 function required(value: string | undefined, what: string): string {
   if (!value) throw new UsageError(`${what} is required`);
   return value;
@@ -79,6 +93,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
     options: {
       name: { type: 'string' }, plan: { type: 'string' }, 'monthly-quota': { type: 'string' },
       org: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' },
+      form: { type: 'string' }, since: { type: 'string' },
     },
   });
   const [group, command, id] = positionals;
@@ -126,6 +141,17 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
       }
       return counts;
     }
+    case 'counts check':
+    case 'counts repair': {
+      // One JSON line per drifted (form, UTC day) as it is found, then the summary line (README "Day counts that heal").
+      const repair = command === 'repair';
+      if (!repair && values.since !== undefined) throw new UsageError('--since is for counts repair');
+      const { forms, drifted } = await walkDayCounts(em, { repair, formId: values.form, since: day(values.since) }, printLine);
+      if (values.form !== undefined && forms === 0) throw new UsageError(`no form ${values.form}`);
+      if (repair) return { forms, repaired: drifted };
+      if (drifted) process.exitCode = 1;
+      return { forms, drifted };
+    }
     default:
       throw new UsageError(USAGE);
   }
@@ -135,8 +161,8 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const config = loadConfig();
   if (argv[0] === 'migrate') {
-    await prepareDatabase(config);
-    process.stdout.write(`${JSON.stringify({ migrated: true })}\n`);
+    const applied = await prepareDatabase(config, (line) => process.stderr.write(`${line}\n`));
+    process.stdout.write(`${JSON.stringify({ migrated: true, applied })}\n`);
     return;
   }
   const orm = await initOrm(config.databaseUrl, 2, { preparedStatements: config.dbPreparedStatements, timeouts: ADMIN_DB_TIMEOUTS });

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { MikroORM } from '@mikro-orm/core';
-import { Migrator } from '@mikro-orm/migrations';
+import { Migration, Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { Client } from 'pg';
 import { ENTITIES } from './entities';
@@ -22,10 +22,16 @@ import { Migration20261125000000_uploads } from './migrations/Migration202611250
 import { Migration20261125100000_delivery_job_groups } from './migrations/Migration20261125100000_delivery_job_groups';
 import { Migration20261126000000_submission_day_counts } from './migrations/Migration20261126000000_submission_day_counts';
 import { Migration20261126100000_webhook_throttle } from './migrations/Migration20261126100000_webhook_throttle';
+import { Migration20261127000100_day_counts_heal } from './migrations/Migration20261127000100_day_counts_heal';
+import { Migration20261127000300_webhook_last_success } from './migrations/Migration20261127000300_webhook_last_success';
+import { Migration20261127000400_languages } from './migrations/Migration20261127000400_languages';
+import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
+import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
+import { Migration20261127000601_form_version_columns } from './migrations/Migration20261127000601_form_version_columns';
 
 export type { Em, Orm };
 
-const MIGRATIONS = [
+const MIGRATION_CLASSES = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261123000100_security', class: Migration20261123000100_security },
   { name: 'Migration20261123000200_durability', class: Migration20261123000200_durability },
@@ -42,7 +48,51 @@ const MIGRATIONS = [
   { name: 'Migration20261125100000_delivery_job_groups', class: Migration20261125100000_delivery_job_groups },
   { name: 'Migration20261126000000_submission_day_counts', class: Migration20261126000000_submission_day_counts },
   { name: 'Migration20261126100000_webhook_throttle', class: Migration20261126100000_webhook_throttle },
+  { name: 'Migration20261127000100_day_counts_heal', class: Migration20261127000100_day_counts_heal },
+  { name: 'Migration20261127000300_webhook_last_success', class: Migration20261127000300_webhook_last_success },
+  { name: 'Migration20261127000400_languages', class: Migration20261127000400_languages },
+  { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
+  { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },
+  { name: 'Migration20261127000601_form_version_columns', class: Migration20261127000601_form_version_columns },
 ];
+
+/**
+ * How long one migration statement may wait for a lock. Migrations run while the previous release
+ * serves (deploy/README.md, "Upgrading"): a statement queued behind a long transaction for a lock
+ * that conflicts with the storing statement's would block every request queued behind it, so it
+ * gives up instead and the migration is retried (`migrate`). Requests themselves give up on a lock
+ * after `DEFAULT_DB_TIMEOUTS.lockMs`; this is the same bound.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 2_000;
+/** How many times `migrate` runs a migration whose statement gave up waiting for a lock. */
+export const MIGRATION_ATTEMPTS = 8;
+
+type MigrationClass = new (...args: any[]) => Migration;
+
+/**
+ * The one place every migration gets its lock bound: the wrapped migration's statements start with
+ * `set local lock_timeout` (in its transaction), or `set lock_timeout` for a non-transactional one
+ * (`create index concurrently`), so no migration has to remember it.
+ */
+function withLockTimeout(Base: MigrationClass): MigrationClass {
+  return class extends Base {
+    private setLockTimeout(): void {
+      this.addSql(`set ${this.isTransactional() ? 'local ' : ''}lock_timeout = '${MIGRATION_LOCK_TIMEOUT_MS}ms';`);
+    }
+
+    override async up(): Promise<void> {
+      this.setLockTimeout();
+      await Base.prototype.up.call(this); // `super.up()` names Migration's abstract method to tsc
+    }
+
+    override async down(): Promise<void> {
+      this.setLockTimeout();
+      await super.down();
+    }
+  };
+}
+
+const MIGRATIONS = MIGRATION_CLASSES.map(({ name, class: cls }) => ({ name, class: withLockTimeout(cls) }));
 
 /** How long the database may take before a request gives up on it; 0 turns a limit off. */
 export interface DbTimeouts {
@@ -106,7 +156,9 @@ export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOption
     clientUrl: databaseUrl,
     entities: ENTITIES,
     extensions: [Migrator],
-    migrations: { migrationsList: MIGRATIONS, transactional: true, allOrNothing: true, silent: true },
+    // One transaction per migration (not one for them all): a migration's locks end with it, and one
+    // that declares isTransactional() false can build an index concurrently.
+    migrations: { migrationsList: MIGRATIONS, transactional: true, allOrNothing: false, silent: true },
     // No request may wait long on a database that is gone: connecting and taking a pooled
     // connection both give up within seconds, and the request answers 503.
     pool: { min: 0, max: poolMax, acquireTimeoutMillis: 4_000 },
@@ -142,8 +194,44 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   }
 }
 
-export async function migrate(orm: Orm): Promise<void> {
-  await orm.getMigrator().up();
+/** What `migrate` did to one migration: how long it took and how many times a lock wait made it retry. */
+export interface AppliedMigration {
+  name: string;
+  ms: number;
+  attempts: number;
+}
+
+function isLockTimeout(err: unknown): boolean {
+  for (let e: any = err; e; e = e.cause ?? e.previous) {
+    if (e.code === '55P03') return true; // lock_not_available: lock_timeout ran out
+    if (e === e.cause) break;
+  }
+  return /canceling statement due to lock timeout/.test(String((err as Error)?.message ?? err));
+}
+
+/**
+ * Applies the pending migrations one at a time, each in its own transaction with the lock bound
+ * above; a migration whose statement gave up waiting for a lock was rolled back whole and runs
+ * again after a pause (a non-transactional one must be written to run again: `if not exists`).
+ */
+export async function migrate(orm: Orm, log: (line: string) => void = () => {}): Promise<AppliedMigration[]> {
+  const migrator = orm.getMigrator();
+  const applied: AppliedMigration[] = [];
+  for (const { name } of await migrator.getPendingMigrations()) {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await migrator.up({ migrations: [name] });
+        applied.push({ name, ms: Date.now() - started, attempts: attempt });
+        break;
+      } catch (err) {
+        if (!isLockTimeout(err) || attempt >= MIGRATION_ATTEMPTS) throw err;
+        log(`${name}: a statement waited ${MIGRATION_LOCK_TIMEOUT_MS} ms for a lock, attempt ${attempt + 1} follows`);
+        await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** attempt, 5_000)));
+      }
+    }
+  }
+  return applied;
 }
 
 /** One round trip to the database: what the readiness checks ask of it. */

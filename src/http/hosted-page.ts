@@ -1,5 +1,6 @@
 // HTML shell of the hosted form page (GET /f/{formId}); the browser bundle renders the form itself.
 import type { PublicFormJson, PublicTheme } from '../domain/public/types';
+import { CATALOGUES, DEFAULT_LANGUAGE, isLanguage, textDirection, type Language } from '../domain/public/messages';
 
 export interface HostedPageOptions {
   form: PublicFormJson;
@@ -137,10 +138,11 @@ export function hostedPageCsp(nonce: string, turnstileScriptUrl: string, stripeJ
 }
 
 /** A page's opening up to its title (`title` already escaped); notice pages stay out of search results. */
-function pageStart(theme: string, title: string, opts: { noindex: boolean }): string {
+function pageStart(theme: string, title: string, opts: { noindex: boolean; language?: Language }): string {
   const robots = opts.noindex ? '<meta name="robots" content="noindex">\n' : '';
+  const language = opts.language ?? DEFAULT_LANGUAGE;
   return `<!doctype html>
-<html lang="en" data-theme="${theme}">
+<html lang="${language}" dir="${textDirection(language)}" data-theme="${theme}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -154,13 +156,17 @@ export function renderHostedPage(opts: HostedPageOptions): string {
   const nonce = escapeHtml(cspNonce);
   const assets = escapeHtml(assetBase.replace(/\/+$/, ''));
   const title = escapeHtml(form.title);
+  const language: Language = isLanguage(form.language) ? form.language : DEFAULT_LANGUAGE;
+  // The bundle holds English; another language's words come with the page (src/public/browser/i18n.ts).
+  const words = language === DEFAULT_LANGUAGE ? ''
+    : `\n<script type="application/json" id="form-words">${jsonForScript(CATALOGUES[language])}</script>`;
   const challengeScript = form.botProtection
     ? `\n<script nonce="${nonce}" id="fs-turnstile-script" src="${escapeHtml(turnstileScriptUrl)}" async defer></script>`
     : '';
   const stripeScript = form.payments && stripeJsUrl
     ? `\n<script nonce="${nonce}" id="fs-stripe-script" src="${escapeHtml(stripeJsUrl)}" async></script>`
     : '';
-  return `${pageStart(themePreset(form.theme), title, { noindex: false })}
+  return `${pageStart(themePreset(form.theme), title, { noindex: false, language })}
 <link rel="stylesheet" href="${assets}/assets/form.css">
 ${themeStyle(form.theme, cspNonce)}
 <script nonce="${nonce}" src="${assets}/assets/form.js" defer></script>${challengeScript}${stripeScript}
@@ -170,25 +176,25 @@ ${themeStyle(form.theme, cspNonce)}
 <noscript>
 <div class="fs-card">
 <h1 class="fs-title">${title}</h1>
-<p>This form needs JavaScript to work. Please enable JavaScript in your browser and reload the page.</p>
+<p>${escapeHtml(CATALOGUES[language].noScript)}</p>
 </div>
 </noscript>
 </main>
-<script type="application/json" id="form-data">${jsonForScript(form)}</script>
+<script type="application/json" id="form-data">${jsonForScript(form)}</script>${words}
 </body>
 </html>
 `;
 }
 
-function renderNoticePage(title: string, heading: string, text: string): string {
-  return `${pageStart('default', title, { noindex: true })}
+function renderNoticePage(title: string, heading: string, text: string, language: Language): string {
+  return `${pageStart('default', escapeHtml(title), { noindex: true, language })}
 <link rel="stylesheet" href="/assets/form.css">
 </head>
 <body>
 <main class="fs-shell">
 <div class="fs-card fs-notice">
-<h1 class="fs-title">${heading}</h1>
-<p>${text}</p>
+<h1 class="fs-title">${escapeHtml(heading)}</h1>
+<p>${escapeHtml(text)}</p>
 </div>
 </main>
 </body>
@@ -196,13 +202,18 @@ function renderNoticePage(title: string, heading: string, text: string): string 
 `;
 }
 
-export function renderNotFoundPage(): string {
-  return renderNoticePage('Form not found', "This form isn't available",
-    `The form you are looking for doesn't exist or is no longer accepting responses.
-If you followed a link, please check it with the person who shared it.`);
+export function renderNotFoundPage(language: Language = DEFAULT_LANGUAGE): string {
+  const words = CATALOGUES[language];
+  return renderNoticePage(words.notFoundTitle, words.notFoundHeading, words.notFoundText, language);
 }
 
-export function renderRateLimitedPage(): string {
-  return renderNoticePage('Too many requests', 'Too many requests',
-    'Too many requests came from your network in the last minute. Please wait a minute and reload the page.');
+export function renderRateLimitedPage(language: Language = DEFAULT_LANGUAGE): string {
+  const words = CATALOGUES[language];
+  return renderNoticePage(words.rateLimitedTitle, words.rateLimitedTitle, words.rateLimitedText, language);
+}
+
+/** What a person sees when the page could not be made (the details are in the log). */
+export function renderFailedPage(language: Language = DEFAULT_LANGUAGE): string {
+  const text = escapeHtml(CATALOGUES[language].pageFailed);
+  return `<!doctype html><html lang="${language}" dir="${textDirection(language)}"><title>${text}</title><p>${text}</p>`;
 }

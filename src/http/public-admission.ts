@@ -7,6 +7,8 @@ import { analyticsTokenKey, issueAnalyticsToken } from '../domain/public/analyti
 import { paymentsEnabled } from '../domain/payments/intents';
 import { buildPublicForm } from '../domain/public/public-form';
 import type { PublicFormJson } from '../domain/public/types';
+import { requestedTag, resolveLanguage, type LanguageSources } from '../domain/public/language';
+import type { Language } from '../domain/public/messages';
 import { clientIpResolver } from './public-pipeline';
 
 // What the public JSON routes and the hosted page share: admission of a public request (form lookup
@@ -46,11 +48,34 @@ function rateHeaders(decision: RateDecision): Record<string, string> {
   return { 'X-RateLimit-Remaining': String(decision.remaining), 'X-RateLimit-Reset': String(decision.resetAt) };
 }
 
+/**
+ * The language a public request is answered in: `?lang=`, else the form's `settings.language` (none
+ * when no form is served), else the request's Accept-Language, else English (domain/public/language.ts).
+ */
+export function requestLanguage(req: Request, form: CachedForm | null): Language {
+  return resolveLanguage(languageSources(req, form));
+}
+
+/** The request's language and the tag it asked for in it (which of a form's regional translations). */
+export function requestLanguageTag(req: Request, form: CachedForm): { language: Language; tag: string | null } {
+  const sources = languageSources(req, form);
+  const language = resolveLanguage(sources);
+  return { language, tag: requestedTag(sources, language) };
+}
+
+function languageSources(req: Request, form: CachedForm | null): LanguageSources {
+  const query = req.query && typeof req.query === 'object' ? (req.query as Record<string, unknown>).lang : undefined;
+  const header = req.headers['accept-language'];
+  return { query, pinned: form?.settings?.language, acceptLanguage: typeof header === 'string' ? header : null };
+}
+
 /** Builds the public form as the JSON endpoint and the hosted page serve it, with a fresh analytics token. */
-export function publicFormBuilder(app: AppContext): (form: CachedForm) => PublicFormJson {
+export function publicFormBuilder(app: AppContext): (form: CachedForm, language?: Language, languageTag?: string | null) => PublicFormJson {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
   const publishableKey = paymentsEnabled(app.config) ? app.config.stripePublishableKey : null;
-  return (form) => buildPublicForm(form, {
+  return (form, language, languageTag) => buildPublicForm(form, {
+    language,
+    languageTag,
     siteKey: app.config.turnstileSiteKey,
     publishableKey,
     uploadMaxBytes: app.config.uploadMaxBytes,

@@ -9,7 +9,7 @@ import { requestState } from './request-state';
 export class PublicError extends Error {
   constructor(
     readonly status: number,
-    readonly body: { success: false; error?: string; errors?: Record<string, string>; message?: string },
+    readonly body: { success: false; error?: string; errors?: Record<string, string>; message?: string; form?: unknown },
     readonly headers: Record<string, string | number> = {},
   ) {
     super(body.error ?? 'field validation failed');

@@ -55,3 +55,26 @@ export function timeOfId(id: string): Date {
   const digits = id.slice(id.indexOf('_') + 1, id.indexOf('_') + 1 + TIME_DIGITS);
   return new Date([...digits].reduce((n, c) => n * 62 + BASE62.indexOf(c), 0));
 }
+
+/**
+ * How far a row's `created_at` may lie from the time inside its time-ordered id. The service mints
+ * a submission's id and its `created_at` from one `Date` in one process (create-submission.ts), so
+ * the two are equal and clock skew between API processes moves both alike; the margin only covers
+ * a writer that would take `created_at` from another clock (the database's `now()`, a restore),
+ * which NTP keeps within seconds. An hour costs nothing: a window crosses into a second monthly
+ * partition only within an hour of a month's edge.
+ */
+export const ID_TIME_MARGIN_MS = 3_600_000;
+
+const TIME_ORDERED_ID = /^[a-z]+_[0-9A-Za-z]{20}$/;
+
+/**
+ * The `created_at` window of a row whose time-ordered id this is, [from, until), for statements on
+ * a table partitioned by that column to name their partition; null for a text that cannot be such
+ * an id (then nothing bounds it: the caller reads without the window).
+ */
+export function timeWindowOfId(id: string, marginMs = ID_TIME_MARGIN_MS): { from: Date; until: Date } | null {
+  if (!TIME_ORDERED_ID.test(id)) return null;
+  const at = timeOfId(id).getTime();
+  return { from: new Date(at - marginMs), until: new Date(at + marginMs + 1) };
+}

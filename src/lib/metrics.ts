@@ -20,7 +20,7 @@ export const metrics = {
   }),
   queueOldestWaitingAge: new client.Gauge({
     name: 'formservice_queue_oldest_waiting_age_seconds',
-    help: 'Age of the oldest waiting job per queue (sampled)',
+    help: 'Seconds the longest-due waiting job of each queue has waited since it became due, a throttled or paused wait not counted (sampled)',
     labelNames: ['queue'] as const,
     registers: [registry],
   }),

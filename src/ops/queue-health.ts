@@ -1,7 +1,9 @@
-import type { Job, Queue } from 'bullmq';
+import type { Queue, RedisQueueBackend } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { AppContext } from '../app';
 import { countOutboxBacklog } from '../domain/outbox/store';
 import { QUEUE_NAMES } from '../queues/catalogue';
+import { DUE_AT_FIELD } from '../queues/held-jobs';
 
 export interface QueueStats {
   name: string;
@@ -11,7 +13,7 @@ export interface QueueStats {
   failed: number;
   completed: number;
   paused: boolean;
-  /** null when nothing waits. */
+  /** How long the longest-due job has waited since it became due (readOldestDue); null when none is due. */
   oldestWaitingAgeSeconds: number | null;
 }
 
@@ -29,25 +31,92 @@ export interface QueueHealthReport {
 
 const COUNTED_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
 
-/**
- * When the job became due: its creation plus its initial delay, or for a retry the start of the
- * previous attempt (BullMQ keeps no trace of when a retry's backoff ended).
- */
-export function dueSince(job: Pick<Job, 'timestamp' | 'opts' | 'processedOn' | 'attemptsMade'>): number {
-  const firstDue = job.timestamp + (job.opts.delay ?? 0);
-  return job.attemptsMade > 0 && job.processedOn ? Math.max(firstDue, job.processedOn) : firstDue;
+/** What a job's hash tells of when it became due (the fields BullMQ keeps, and ours). */
+export interface DueFields {
+  timestamp: number;
+  opts: { delay?: number };
+  processedOn?: number;
+  attemptsMade: number;
+  /** Set by holdJobUntil (src/queues/held-jobs.ts) when a processor held the job back. */
+  dueAt?: number;
 }
 
 /**
- * One queue's counts in three commands sent together on one connection, whatever the number
- * of jobs: a scrape or a health check never costs a round trip per job.
+ * When a waiting job became due: its creation plus its initial delay; for a job its processor held
+ * back (a throttled or paused delivery, a paused CRM connection) the end of that hold, which BullMQ
+ * itself forgets on promotion (`delay` back to 0, `timestamp` still the creation), and for a
+ * webhook or CRM retry the end of its backoff (noted by notingRetryDue); for another retry the start
+ * of the previous attempt (BullMQ keeps no trace of when BullMQ's own backoff ended, so such a retry
+ * reads late by at most that backoff, seconds to minutes, for as long as it waits).
+ */
+export function dueSince(job: DueFields): number {
+  const firstDue = job.timestamp + (job.opts.delay ?? 0);
+  const retried = job.attemptsMade > 0 && job.processedOn ? job.processedOn : 0;
+  return Math.max(firstDue, retried, job.dueAt ?? 0);
+}
+
+/** A delayed job's time: BullMQ scores the delayed set `dueMs * 0x1000 + n` (getDelayedScore.lua). */
+export function dueOfDelayedScore(score: number): number {
+  return Math.floor(score / 0x1000);
+}
+
+type QueueRedis = Pick<Redis, 'pipeline' | 'hmget'>;
+
+/** The raw client of a queue (BullMQ's Redis backend's documented escape hatch). */
+function clientOf(queue: Queue): Promise<QueueRedis> {
+  return (queue.getBackend() as unknown as RedisQueueBackend).client as unknown as Promise<QueueRedis>;
+}
+
+/**
+ * The epoch ms since which the longest-due job of a queue has waited, or null when none is due:
+ * the tail of the wait list (jobs enter it at the head as they become due, and workers take from
+ * the tail) and the head of the delayed set when its time has passed (no worker promoted it).
+ * Two round trips, whatever the number of jobs.
+ */
+export async function readOldestDue(queue: Queue, now = Date.now()): Promise<number | null> {
+  const client = await clientOf(queue);
+  const replies = await client.pipeline()
+    .lrange(queue.keys.wait, -1, -1)
+    .zrange(queue.keys.delayed, '0', '0', 'WITHSCORES')
+    .exec();
+  const [[waitErr, tail], [delayedErr, head]] = replies as Array<[Error | null, string[]]>;
+  if (waitErr) throw waitErr;
+  if (delayedErr) throw delayedErr;
+  const candidates: number[] = [];
+  if (head.length === 2) {
+    const due = dueOfDelayedScore(Number(head[1]));
+    if (due <= now) candidates.push(due);
+  }
+  if (tail.length === 1) {
+    const [timestamp, opts, processedOn, attemptsMade, dueAt] = await client.hmget(
+      queue.toKey(tail[0]), 'timestamp', 'opts', 'processedOn', 'atm', DUE_AT_FIELD,
+    );
+    // Gone meanwhile (taken and removed): the next sample sees the new tail.
+    if (timestamp) {
+      const parsedOpts = (() => { try { return JSON.parse(opts ?? '{}') as { delay?: number }; } catch { return {}; } })();
+      candidates.push(dueSince({
+        timestamp: Number(timestamp),
+        opts: { delay: typeof parsedOpts.delay === 'number' ? parsedOpts.delay : undefined },
+        processedOn: processedOn ? Number(processedOn) : undefined,
+        attemptsMade: Number(attemptsMade ?? 0),
+        // A job in wait is due: a noted time still ahead is a hold or retry that never happened
+        // (its move to delayed failed when the lock was lost, and the stall check put it back).
+        dueAt: dueAt && Number(dueAt) <= now ? Number(dueAt) : undefined,
+      }));
+    }
+  }
+  return candidates.length ? Math.min(...candidates) : null;
+}
+
+/**
+ * One queue's counts in a few commands sent together, whatever the number of jobs: a scrape or a
+ * health check never costs a round trip per job.
  */
 export async function readQueueStats(queue: Queue, now = Date.now()): Promise<QueueStats> {
-  const [counts, oldest, paused] = await Promise.all([
+  const [counts, oldestDue, paused] = await Promise.all([
     // BullMQ 6 has no 'paused' list: a paused queue's jobs are counted as waiting.
     queue.getJobCounts(...COUNTED_STATES),
-    // New jobs are pushed at the head of the wait list, so the first one in ascending order is the oldest.
-    queue.getJobs(['wait'], 0, 0, true),
+    readOldestDue(queue, now),
     queue.isPaused(),
   ]);
   return {
@@ -58,7 +127,7 @@ export async function readQueueStats(queue: Queue, now = Date.now()): Promise<Qu
     failed: counts.failed ?? 0,
     completed: counts.completed ?? 0,
     paused,
-    oldestWaitingAgeSeconds: oldest[0] ? Math.max(0, now - dueSince(oldest[0])) / 1000 : null,
+    oldestWaitingAgeSeconds: oldestDue === null ? null : Math.max(0, now - oldestDue) / 1000,
   };
 }
 

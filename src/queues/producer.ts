@@ -129,7 +129,7 @@ export class Producer {
    *   `heldBy` names another job that holds the row's work (its delivery group's) and is live.
    */
   async requeue<Q extends IdQueue, N extends JobName<Q>>(
-    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> & { replaceWaiting?: boolean; heldBy?: string | null } = {},
+    queue: Q, name: N, payload: JobPayload<Q, N>, overrides: Partial<JobOptions> & { replaceWaiting?: boolean; promoteDelayed?: boolean; heldBy?: string | null } = {},
   ): Promise<'queued' | 'live'> {
     return this.bounded(() => this.requeueNow(queue, name, payload, { ...this.options(queue, name, payload), ...overrides }));
   }
@@ -140,13 +140,22 @@ export class Producer {
 
   private async requeueNow<Q extends QueueName, N extends JobName<Q>>(
     queue: Q, name: N, payload: JobPayload<Q, N>,
-    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean; heldBy?: string | null },
+    opts: { jobId: string; delay?: number; attempts?: number; replaceWaiting?: boolean; promoteDelayed?: boolean; heldBy?: string | null },
   ): Promise<'queued' | 'live'> {
     const q = this.queue(queue);
     const existing = await q.getJob(opts.jobId);
     const state = existing ? await existing.getState() : 'unknown';
     if (state === 'active') return 'live';
     if (LIVE_STATES.has(state)) {
+      if (existing && state === 'delayed' && opts.promoteDelayed && !opts.replaceWaiting) {
+        // The row says it is due (a pause lifted, a hold released) while its job still waits out the old delay.
+        try {
+          await existing.promote();
+          return 'queued';
+        } catch {
+          return 'live'; // promoted or taken meanwhile
+        }
+      }
       if (!opts.replaceWaiting) return 'live';
     } else if (opts.heldBy) {
       // Its own job has ended or never was: a live job holding the row still owns its next attempt.

@@ -11,7 +11,7 @@ import type { ReceiverMessage } from './soak-receiver';
 import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percentile, post, seedWebhookBench } from './support';
 
 /**
- * Soak benchmark (CONTRACT §22, issue 34): a fixed offered rate of authenticated submissions, open
+ * Soak benchmark (issue 34; its goals in test/bench/README.md): a fixed offered rate of authenticated submissions, open
  * loop, for many minutes, each fanned out to one webhook whose receiver (a process of its own,
  * soak-receiver.ts) answers 503 to every 20th attempt, against a PostgreSQL instance and a Redis of
  * the bench's own: initdb/pg_ctl in a temporary directory (autovacuum on, fsync on, shared_buffers
@@ -25,7 +25,7 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * live/dead rows, updates in the interval and the HOT share of them, autovacuum runs so far. At the
  * end: 201s, stored rows, submissions received and delivered (2xx), after up to `--drain` seconds
  * for the retries owed; then the last window against the first (5 minutes, or a third of a shorter
- * run) against §22's goals.
+ * run) against the soak's goals.
  *
  * Usage: npm run bench:soak [-- --minutes 30 --interval 60 --rate 600 --drain 60 --retry-delays 1000,2000,5000,10000,20000
  *        --shared-buffers-mb 1024 --keys N --fail-every 20 --workers workers/all.js]
@@ -34,7 +34,7 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  */
 const MINUTES = benchNumber('minutes', 30);
 const INTERVAL_S = benchNumber('interval', 60);
-/** §22 asks for about 60 % of what the machine takes at the start; without --rate this bench does not measure that. */
+/** The soak asks for about 60 % of what the machine takes at the start; without --rate this bench does not measure that. */
 const RATE_GIVEN = process.argv.includes('--rate');
 const RATE = benchNumber('rate', 600);
 const DRAIN_S = benchNumber('drain', 60);
@@ -239,7 +239,7 @@ async function main(): Promise<void> {
     console.log(`service: ${['src/api.js', ...WORKER_ENTRIES].join(', ')}; WEBHOOK_RETRY_DELAYS_MS=${RETRY_DELAYS_MS}; the receiver answers 503`
       + ` to every ${FAIL_EVERY}th attempt; logs ${env.logFile('*')}`);
     console.log(`offered: ${RATE}/s for ${MINUTES} min over ${KEYS} keys, `
-      + (RATE_GIVEN ? 'as given (--rate)' : 'the default, NOT measured on this machine: §22 asks for about 60 % of what it takes at the start (give --rate)'));
+      + (RATE_GIVEN ? 'as given (--rate)' : 'the default, NOT measured on this machine: the soak asks for about 60 % of what it takes at the start (give --rate)'));
     console.log(`tables: ${Object.entries(TABLES).map(([name, abbr]) => `${abbr} = ${name}${existing.has(name) ? '' : ' (absent)'}`).join(', ')}`);
     console.log(`cpu% = the machine busy/the bench's processes (service, PostgreSQL, Redis, receiver, load), % of its ${cpus().length} CPUs: the difference is other users'`);
     console.log('lag99 = p99 of 201 → first attempt received (ms); RSS of each process at the interval\'s end, PostgreSQL as the PSS of all its processes\n');
@@ -345,7 +345,7 @@ async function main(): Promise<void> {
     const everyStored = stored >= ledger.created201;
     const everyDelivered = ledger.owed.size === 0;
 
-    console.log(`\nlast ${n} interval(s) against the first ${n} (${((n * INTERVAL_S) / 60).toFixed(2)} min each; §22's goals):`);
+    console.log(`\nlast ${n} interval(s) against the first ${n} (${((n * INTERVAL_S) / 60).toFixed(2)} min each; the soak's goals):`);
     console.log(`  answered = offered: 201s/offered ${(ledger.created201 / Math.max(1, offered)).toFixed(4)},`
       + ` worst interval ${Math.min(...ratios).toFixed(3)}, refused ${Object.values(refusals).reduce((a, b) => a + b, 0)}`
       + ` — ${verdict(ledger.created201 === offered && Math.min(...ratios) >= 0.95)}`
@@ -357,7 +357,7 @@ async function main(): Promise<void> {
     console.log(`  nothing lost: every 201 stored ${everyStored ? 'yes' : `NO (${ledger.created201 - stored} missing)`},`
       + ` every 201 delivered ${everyDelivered ? 'yes' : `NO (${ledger.owed.size} owed after ${drainS.toFixed(0)} s)`}`
       + ` — ${verdict(everyStored && everyDelivered)}`);
-    console.log(`  RSS from the end of the first window to the end (§22: stops growing after warm-up):`
+    console.log(`  RSS from the end of the first window to the end (the soak's goal: stops growing after warm-up):`
       + PROCESSES.map((name) => `\n    ${name.padEnd(9)} ${growth(atFirst.rss?.[name], atLast.rss?.[name])}`).join(''));
     console.log(`    redis used_memory ${growth(atFirst.redisMb, atLast.redisMb)}`);
   } finally {

@@ -57,7 +57,7 @@ describe('batch submissions (POST /v1/forms/{formId}/submissions/batch)', () => 
       expect(results[index].error, `item ${index}`).to.deep.equal(alone.body);
       expect(results[index].status).to.equal(alone.status);
     }
-    expect(results[0].submission).to.have.keys('id', 'formId', 'createdAt');
+    expect(results[0].submission).to.have.keys('id', 'formId', 'formVersion', 'createdAt');
     const read = await call(t.url, 'GET', `/v1/submissions/${results[0].submission.id}`, { key: tenant.key });
     expect(read.body.submission).to.deep.include({ submitterEmail: 'ada@example.com', submitterName: 'Ada', rawData: items[0].data });
     // Stored like single posts: no outbox row (their fan-out is decided in the statement) and a change each, in item order.

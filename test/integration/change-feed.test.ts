@@ -70,7 +70,7 @@ describe('change feed (GET /v1/submissions/changes)', () => {
     const [created] = first.body.changes;
     expect(created).to.deep.equal({
       type: 'submission.created', submissionId: a.id, formId: ownForm.id, occurredAt: a.createdAt,
-      submission: { id: a.id, submitterEmail: 'a@example.com', submitterName: null, createdAt: a.createdAt, data: { fld_name: 'A' } },
+      submission: { id: a.id, submitterEmail: 'a@example.com', submitterName: null, createdAt: a.createdAt, formVersion: 1, data: { fld_name: 'A' } },
     });
     // b was deleted since: its creation is still listed, without the submission.
     expect(first.body.changes[1]).to.include({ type: 'submission.created', submissionId: b.id, submission: null });

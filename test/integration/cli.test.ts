@@ -23,7 +23,9 @@ async function cliWith(env: Record<string, string>, ...args: string[]): Promise<
   }
 }
 
-describe('admin CLI', () => {
+describe('admin CLI', function () {
+  // each command is a Node process of its own (2-4 s to start on a loaded machine), up to eight a test
+  this.timeout(60_000);
   let t: TestApp;
   before(async () => { t = await startTestApp(); });
   after(async () => t.close());

@@ -1,5 +1,6 @@
 // Black-box conformance: each test checks one testable statement of the spec
-// (/work/shared/spec/form-service-api.md, "§n") or of the contract (CONTRACT §n) over HTTP only,
+// (/work/shared/spec/form-service-api.md, "§n") or of the repository's documents (openapi.yaml, a README.md
+// section) over HTTP only,
 // where no other test already checks it.
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
@@ -19,7 +20,7 @@ const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
 const field = (id: string, type: string, extra: Record<string, unknown> = {}) => fieldInput(id, type, `Label ${id}`, extra);
 
-describe('conformance: spec + CONTRACT, over HTTP', () => {
+describe('conformance: spec + openapi.yaml and README.md, over HTTP', () => {
   let t: TestApp;
   let stripe: FakeStripe;
   let turnstile: FakeTurnstile;
@@ -162,7 +163,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       }
     });
 
-    it('CONTRACT §5: PUT /forms/{id} allows any move between draft, published and archived', async () => {
+    it('openapi.yaml: PUT /forms/{id} allows any move between draft, published and archived', async () => {
       const form = await createForm({ title: 'Moves' });
       for (const status of ['archived', 'draft', 'published', 'draft', 'archived', 'published', 'archived']) {
         const res = await api('PUT', `/v1/forms/${form.id}`, { status });
@@ -208,7 +209,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(body.pagination).to.deep.equal({ limit: 50, offset: 0, total: 1 });
     });
 
-    it('CONTRACT §5: endDate also accepts a full ISO date-time, as an exact bound', async () => {
+    it('openapi.yaml: endDate also accepts a full ISO date-time, as an exact bound', async () => {
       const form = await createPublishedForm(t.url, tenant.key, [field('fld_a', 'text')]);
       const created = (await submit(form.id, { data: { fld_a: 'x' } })).body.submission.createdAt as string;
       const total = async (endDate: string) =>
@@ -245,7 +246,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(turnstile.requests.map((r) => r.response)).to.deep.equal(['12345678', longest]);
     });
 
-    it('CONTRACT §5: DELETE /submissions/{id} and DELETE /webhooks/{id} answer 204 with an empty body', async () => {
+    it('openapi.yaml: DELETE /submissions/{id} and DELETE /webhooks/{id} answer 204 with an empty body', async () => {
       const form = await createPublishedForm(t.url, tenant.key, [field('fld_a', 'text')]);
       const submissionId = (await submit(form.id, { data: { fld_a: 'x' } })).body.submission.id;
       const webhookId = (await api('POST', '/v1/webhooks', { name: 'w', url: 'http://127.0.0.1:9/hook', events: ['submission.created'] })).body.webhook.id;
@@ -256,7 +257,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       }
     });
 
-    it('CONTRACT §6: an Idempotency-Key of exactly 255 characters is accepted and replays', async () => {
+    it('openapi.yaml: an Idempotency-Key of exactly 255 characters is accepted and replays', async () => {
       const form = await createPublishedForm(t.url, tenant.key, [field('fld_a', 'text')]);
       const headers = { 'Idempotency-Key': `${Date.now()}`.padEnd(255, 'k') };
       const send = () => call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_a: 'x' } }, headers });
@@ -267,7 +268,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(again.body.submission.id).to.equal(first.body.submission.id);
     });
 
-    it('CONTRACT §5: a duplicate slug on update gets 400 validation_error', async () => {
+    it('openapi.yaml: a duplicate slug on update gets 400 validation_error', async () => {
       const slug = `taken-${Date.now()}`;
       await createForm({ title: 'Owner', slug });
       const other = await createForm({ title: 'Other' });
@@ -335,7 +336,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       }
     });
 
-    it('§7/CONTRACT §5: 404 and 405 outside /v1 use the error body too', async () => {
+    it('§7/openapi.yaml: 404 and 405 outside /v1 use the error body too', async () => {
       for (const [method, path, status] of [['GET', '/no/such/path', 404], ['POST', '/healthz', 405], ['DELETE', '/openapi.yaml', 405], ['PUT', '/metrics', 405]] as const) {
         const res = await call(t.url, method, path);
         expect(res.status, `${method} ${path}`).to.equal(status);
@@ -346,7 +347,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       }
     });
 
-    it('§8/CONTRACT §11: 400, 403 and 402 answers carry X-RateLimit-*; Retry-After only appears on 429', async () => {
+    it('§8/openapi.yaml (rate limits): 400, 403 and 402 answers carry X-RateLimit-*; Retry-After only appears on 429', async () => {
       const small = await createTenant(t.app, { plan: 'pro', monthlyQuota: 1 });
       const form = await createPublishedForm(t.url, small.key, [field('fld_a', 'text')]);
       expect((await submit(form.id, { data: { fld_a: '1' } }, small.key)).status).to.equal(201);
@@ -367,7 +368,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       }
     });
   });
-  it('CONTRACT §11: a 405 on an authenticated path with a valid key counts and carries the rate-limit headers', async () => {
+  it('openapi.yaml (order of checks): a 405 on an authenticated path with a valid key counts and carries the rate-limit headers', async () => {
     const own = await createTenant(t.app, { plan: 'free' });
     const before = Number((await api('GET', '/v1/forms', undefined, own.key)).headers.get('x-ratelimit-remaining'));
     const wrong = await api('PATCH', '/v1/forms', {}, own.key);
@@ -375,16 +376,16 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     expect(wrong.headers.get('x-ratelimit-remaining')).to.equal(String(before - 1));
   });
 
-  // The analytics answer has CONTRACT §9's four counts plus `completionRate`, which issue 5 asks for
-  // (a documented superset in openapi.yaml).
-  it('CONTRACT §9: GET /v1/forms/{id}/analytics answers {views, starts, completions, submissions} (+ completionRate)', async () => {
+  // The analytics answer has openapi.yaml's four counts plus `completionRate`, which issue 5 asks for,
+  // and the drop-off (`reached` per page, `days`): a documented superset in openapi.yaml.
+  it('openapi.yaml: GET /v1/forms/{id}/analytics answers {views, starts, completions, submissions} (+ completionRate, reached, days)', async () => {
     const form = await createPublishedForm(t.url, tenant.key, [field('fld_a', 'text')]);
     const res = await api('GET', `/v1/forms/${form.id}/analytics`);
-    expect(res.body).to.have.keys('views', 'starts', 'completions', 'submissions', 'completionRate');
-    expect(res.body).to.include({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null });
+    expect(res.body).to.have.keys('views', 'starts', 'completions', 'submissions', 'completionRate', 'reached', 'days');
+    expect(res.body).to.deep.include({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null, reached: {}, days: [] });
   });
 
-  describe('CONTRACT §6 type checks, through the API', () => {
+  describe('openapi.yaml type checks, through the API', () => {
     const options = (...values: string[]) => ({ options: values.map((value) => ({ label: value.toUpperCase(), value })) });
     const png = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
     // [field, accepted values, refused values]
@@ -420,7 +421,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     });
 
     for (const [f, accepted, refused] of cases) {
-      it(`CONTRACT §6 ${f.type} ${JSON.stringify(f.config)}${JSON.stringify(f.validationRules)}: accepts ${accepted.length}, refuses ${refused.length} values`, async () => {
+      it(`openapi.yaml ${f.type} ${JSON.stringify(f.config)}${JSON.stringify(f.validationRules)}: accepts ${accepted.length}, refuses ${refused.length} values`, async () => {
         for (const value of accepted) {
           const res = await submit(form.id, { data: { [f.id]: value } });
           expect(res.status, JSON.stringify(value)).to.equal(201);
@@ -437,7 +438,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       });
     }
 
-    it('CONTRACT §6: the public runtime runs the same validation: 422 errors keyed by the same field ids', async () => {
+    it('openapi.yaml: the public runtime runs the same validation: 422 errors keyed by the same field ids', async () => {
       const data = Object.fromEntries(cases.map(([f, , refused]) => [f.id, refused[0]]));
       const authed = await submit(form.id, { data });
       const pub = await publicSubmit(form.id, { values: data });
@@ -450,7 +451,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     });
   });
 
-  it('CONTRACT §6/§2: a field on a page hidden by the page\'s logic (show:false, logic any) is not required and its value is dropped', async () => {
+  it('openapi.yaml (submissions): a field on a page hidden by the page\'s logic (show:false, logic any) is not required and its value is dropped', async () => {
     const form = await createPublishedForm(t.url, tenant.key, [
       field('fld_skip', 'checkbox', { pageId: 'p1', order: 0 }),
       field('fld_code', 'text', { pageId: 'p1', order: 1 }),
@@ -473,7 +474,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     expect(shown.body.message).to.include('Needed');
   });
 
-  describe('CONTRACT §11 ordering of checks', () => {
+  describe('openapi.yaml: the order of checks', () => {
     let payForm: any;
     before(async () => {
       payForm = await createPublishedForm(t.url, tenant.key, [
@@ -481,24 +482,24 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       ]);
     });
 
-    it('CONTRACT §11 401 comes before invalid_json and 404', async () => {
+    it('openapi.yaml (order of checks) 401 comes before invalid_json and 404', async () => {
       const res = await call(t.url, 'POST', '/v1/forms/form_absent/submissions', { body: '{' });
       expect(res.status).to.equal(401);
       expect(res.body.error).to.equal('unauthorized');
     });
 
-    it('CONTRACT §11 403 comes before invalid_json', async () => {
+    it('openapi.yaml (order of checks) 403 comes before invalid_json', async () => {
       const res = await api('POST', `/v1/forms/${payForm.id}/submissions`, '{', await createKey(t.app, tenant.organizationId, ['forms:*']));
       expect(res.status).to.equal(403);
       expect(res.body.error).to.equal('forbidden');
     });
 
-    it('CONTRACT §11 403 comes before 404', async () => {
+    it('openapi.yaml (order of checks) 403 comes before 404', async () => {
       const res = await api('GET', '/v1/forms/form_absent/submissions', undefined, await createKey(t.app, tenant.organizationId, ['forms:*']));
       expect(res.status).to.equal(403);
     });
 
-    it('CONTRACT §11 invalid_json comes before 404', async () => {
+    it('openapi.yaml (order of checks) invalid_json comes before 404', async () => {
       for (const path of ['/v1/forms/form_absent/submissions', '/v1/forms/form_absent/structure']) {
         const res = await api(path.endsWith('structure') ? 'PUT' : 'POST', path, '{"data":');
         expect(res.status, path).to.equal(400);
@@ -506,7 +507,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       }
     });
 
-    it('CONTRACT §11 validation_error comes before 409', async () => {
+    it('openapi.yaml (order of checks) validation_error comes before 409', async () => {
       const intent = stripe.addIntent({ amount: 1200, currency: 'eur' });
       expect((await submit(payForm.id, { data: { fld_pay: intent } })).status).to.equal(201);
       const res = await submit(payForm.id, { data: { fld_pay: intent, fld_n: 'not a number' } });
@@ -514,7 +515,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(res.body.error).to.equal('validation_error');
     });
 
-    it('CONTRACT §11 validation_error comes before 402, and 402 before 409', async () => {
+    it('openapi.yaml (order of checks) validation_error comes before 402, and 402 before 409', async () => {
       const full = await createTenant(t.app, { monthlyQuota: 1 });
       const form = await createPublishedForm(t.url, full.key, [
         field('fld_pay', 'payment', { required: true, config: { amount: 1200, currency: 'eur' } }), field('fld_n', 'number', { order: 1 }),
@@ -529,30 +530,30 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(replay.body.error).to.equal('limit_exceeded');
     });
 
-    it('CONTRACT §11 404 comes before validation_error on PUT /forms/{id}/structure', async () => {
+    it('openapi.yaml (order of checks) 404 comes before validation_error on PUT /forms/{id}/structure', async () => {
       const res = await api('PUT', '/v1/forms/form_absent/structure', { pages: 'not an array' });
       expect(res.status).to.equal(404);
     });
-    it('CONTRACT §11 404 comes before validation_error on PUT /forms/{id}', async () => {
+    it('openapi.yaml (order of checks) 404 comes before validation_error on PUT /forms/{id}', async () => {
       const res = await api('PUT', '/v1/forms/form_absent', { bogus: 1 });
       expect(res.status).to.equal(404);
       expect(res.body.error).to.equal('not_found');
     });
-    it('CONTRACT §11 404 comes before validation_error on GET /forms/{id}/submissions', async () => {
+    it('openapi.yaml (order of checks) 404 comes before validation_error on GET /forms/{id}/submissions', async () => {
       const res = await api('GET', '/v1/forms/form_absent/submissions?limit=0');
       expect(res.status).to.equal(404);
     });
-    it('CONTRACT §11 404 comes before validation_error on GET /webhooks/{id}/deliveries', async () => {
+    it('openapi.yaml (order of checks) 404 comes before validation_error on GET /webhooks/{id}/deliveries', async () => {
       const res = await api('GET', '/v1/webhooks/wh_absent/deliveries?limit=0');
       expect(res.status).to.equal(404);
     });
-    it('CONTRACT §11 + §5: an unknown formId (404) comes before another invalid webhook field (validation_error)', async () => {
+    it('openapi.yaml (order of checks; webhooks): an unknown formId (404) comes before another invalid webhook field (validation_error)', async () => {
       const res = await api('POST', '/v1/webhooks', { name: '', url: 'http://127.0.0.1:9/', events: ['submission.created'], formId: 'form_absent' });
       expect(res.status).to.equal(404);
     });
   });
 
-  describe('CONTRACT §7 deliveries (workers in process)', () => {
+  describe('README "Webhooks" deliveries (workers in process)', () => {
     let stack: Stack;
     const receivers: Receiver[] = [];
     before(async () => {
@@ -575,7 +576,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     const deliveriesOf = async (h: Awaited<ReturnType<typeof hooked>>) =>
       (await call(stack.api.url, 'GET', `/v1/webhooks/${h.webhook.id}/deliveries`, { key: h.owner.key })).body.deliveries as any[];
 
-    it('CONTRACT §7/§9 + spec §6: a public submission is delivered with the same payload and a verifiable v1 signature', async () => {
+    it('README "Webhooks" + spec §6: a public submission is delivered with the same payload and a verifiable v1 signature', async () => {
       const h = await hooked();
       const res = await call(stack.api.url, 'POST', `/public/forms/${h.form.id}`, { body: { values: { fld_mail: 'ada@example.com' }, submitterName: 'Ada' } });
       expect(res.status).to.equal(200);
@@ -597,7 +598,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(payload.data.submission.createdAt).to.match(ISO_DATE_TIME);
     });
 
-    it('CONTRACT §7: GET /webhooks/{id}/deliveries lists newest first, each with exactly the documented fields', async () => {
+    it('README "Webhooks": GET /webhooks/{id}/deliveries lists newest first, each with exactly the documented fields', async () => {
       const h = await hooked();
       for (const email of ['a@example.com', 'b@example.com']) {
         expect((await call(stack.api.url, 'POST', `/v1/forms/${h.form.id}/submissions`, { key: h.owner.key, body: { data: { fld_mail: email } } })).status).to.equal(201);
@@ -615,7 +616,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(list.map((d) => d.eventId)).to.deep.equal([bodies[1].id, bodies[0].id]);
     });
 
-    it('CONTRACT §7: any 2xx answer is a success (here 204)', async () => {
+    it('README "Webhooks": any 2xx answer is a success (here 204)', async () => {
       const h = await hooked({ respond: () => ({ status: 204 }) });
       await call(stack.api.url, 'POST', `/v1/forms/${h.form.id}/submissions`, { key: h.owner.key, body: { data: { fld_mail: 'n@example.com' } } });
       const delivered = await waitUntil('a settled delivery', async () => {
@@ -625,7 +626,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(delivered).to.include({ status: 'succeeded', attempts: 1, lastStatusCode: 204, lastError: null });
     });
 
-    it('CONTRACT §7: a redirect is not followed and is a failed attempt', async () => {
+    it('README "Webhooks": a redirect is not followed and is a failed attempt', async () => {
       const target = await startReceiver();
       receivers.push(target);
       const h = await hooked({ respond: () => ({ status: 302, headers: { Location: target.url } }) });
@@ -638,7 +639,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(target.deliveries).to.have.length(0);
     });
 
-    it('CONTRACT §7: an answer slower than WEBHOOK_TIMEOUT_MS is a failed attempt', async () => {
+    it('README "Webhooks": an answer slower than WEBHOOK_TIMEOUT_MS is a failed attempt', async () => {
       const h = await hooked({ respond: () => ({ status: 200, delayMs: 1_000 }) });
       await call(stack.api.url, 'POST', `/v1/forms/${h.form.id}/submissions`, { key: h.owner.key, body: { data: { fld_mail: 's@example.com' } } });
       const failed = await waitUntil('a failed delivery', async () => {
@@ -650,7 +651,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     });
   });
 
-  describe('CONTRACT §7 retries (workers in process, 1.1 s schedule)', () => {
+  describe('README "Webhooks" retries (workers in process, 1.1 s schedule)', () => {
     let stack: Stack;
     let receiver: Receiver;
     before(async () => { stack = await startStack(['submissions', 'webhooks'], { WEBHOOK_RETRY_DELAYS_MS: '1100' }); });
@@ -659,7 +660,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       await stack.close();
     });
 
-    it('CONTRACT §7: each attempt is re-signed with a fresh timestamp, under the same delivery id', async () => {
+    it('README "Webhooks": each attempt is re-signed with a fresh timestamp, under the same delivery id', async () => {
       receiver = await startReceiver({ respond: (attempt) => ({ status: attempt === 1 ? 503 : 200 }) });
       const owner = await createTenant(stack.api.app);
       const form = await createPublishedForm(stack.api.url, owner.key, [field('fld_a', 'text')]);
@@ -676,7 +677,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     });
   });
 
-  it('CONTRACT §2: invalid configuration stops the API at start with a message naming the variable', async function () {
+  it('README "Configuration": invalid configuration stops the API at start with a message naming the variable', async function () {
     this.timeout(20_000);
     const invalid: [string, string][] = [
       ['PUBLIC_RATE_LIMIT_GET', '-3'], ['WEBHOOK_RETRY_DELAYS_MS', 'soon'], ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'], ['ENCRYPTION_KEY', 'abc'],
@@ -696,7 +697,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
     }
   });
 
-  describe('CONTRACT §3/§4 administration CLI', () => {
+  describe('README "Administration CLI"', () => {
     const run = promisify(execFile);
     const projectRoot = path.resolve(DIST_ROOT, '..');
     const cli = async (...args: string[]) => {
@@ -705,7 +706,7 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       return JSON.parse(stdout);
     };
 
-    it('CONTRACT §3: `orgs create` prints exactly id, name, plan, monthlyQuota; `orgs update --monthly-quota` applies', async function () {
+    it('README "Administration CLI": `orgs create` prints exactly id, name, plan, monthlyQuota; `orgs update --monthly-quota` applies', async function () {
       this.timeout(30_000);
       const org = await cli('orgs', 'create', '--name', 'Shapes', '--plan', 'free');
       expect(org).to.have.keys('id', 'name', 'plan', 'monthlyQuota');
@@ -713,13 +714,13 @@ describe('conformance: spec + CONTRACT, over HTTP', () => {
       expect(updated).to.include({ id: org.id, plan: 'free', monthlyQuota: 7 });
       expect(await cli('orgs', 'usage', org.id)).to.deep.equal({ month: new Date().toISOString().slice(0, 7), used: 0, quota: 7 });
     });
-    it('CONTRACT §3: `keys create` prints exactly id, key, scopes, expiresAt', async function () {
+    it('README "Administration CLI": `keys create` prints exactly id, key, scopes, expiresAt', async function () {
       this.timeout(30_000);
       const org = await cli('orgs', 'create', '--name', 'Keys', '--plan', 'free');
       expect(await cli('keys', 'create', '--org', org.id, '--scopes', 'forms:read')).to.have.keys('id', 'key', 'scopes', 'expiresAt');
     });
 
-    it('CONTRACT §4: the default monthly quota is 10,000 (pro), 100,000 (business), 1,000,000 (enterprise)', async function () {
+    it('openapi.yaml (plans): the default monthly quota is 10,000 (pro), 100,000 (business), 1,000,000 (enterprise)', async function () {
       this.timeout(30_000);
       const orgs = await Promise.all(['pro', 'business', 'enterprise'].map((plan) => cli('orgs', 'create', '--name', plan, '--plan', plan)));
       expect(orgs.map((o) => o.monthlyQuota)).to.deep.equal([10_000, 100_000, 1_000_000]);

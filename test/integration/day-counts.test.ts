@@ -10,7 +10,7 @@ import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type
 const DAY_MS = 86_400_000;
 
 /**
- * Totals, offsets, analytics and the usage roll-up read the forms' day counts (CONTRACT §23): they
+ * Totals, offsets, analytics and the usage roll-up read the forms' day counts (src/README.md, day counts): they
  * must say what count(*) and OFFSET over the rows say, after concurrent creates and deletes and
  * after partition retention.
  */

@@ -28,7 +28,7 @@ const csvLine = (cells: Array<string | null>) => `${cells.map((c) => csvCell(gua
 
 function expectedCsvLine(i: number): string {
   const r = expectedRow(i);
-  return csvLine([r.id, r.createdAt, r.submitterEmail, r.submitterName, r.data.fld_text, r.data.fld_formula,
+  return csvLine([r.id, r.createdAt, r.submitterEmail, r.submitterName, '', r.data.fld_text, r.data.fld_formula,
     String(r.data.fld_num), JSON.stringify(r.data.fld_multi), 'Redacted', r.data.fld_quote]);
 }
 
@@ -121,7 +121,7 @@ describe('submission export (GET /v1/forms/{formId}/submissions/export)', () => 
     expect(res.headers.get('content-type')).to.equal('text/csv; charset=utf-8');
     expect(res.headers.get('content-disposition')).to.equal(`attachment; filename="${form.id}-submissions.csv"`);
     expect(res.headers.get('x-ratelimit-limit')).to.be.a('string');
-    const header = csvLine(['id', 'createdAt', 'submitterEmail', 'submitterName', 'Text', '=Formula', 'Number', 'Choices', 'Secret', 'Note, "quoted"']);
+    const header = csvLine(['id', 'createdAt', 'submitterEmail', 'submitterName', 'formVersion', 'Text', '=Formula', 'Number', 'Choices', 'Secret', 'Note, "quoted"']);
     function* lines() {
       yield header;
       for (let i = 1; i <= ROWS; i++) yield expectedCsvLine(i);
@@ -150,7 +150,7 @@ describe('submission export (GET /v1/forms/{formId}/submissions/export)', () => 
         const r = expectedRow(i++);
         expect(JSON.parse(line), `row ${i - 1}`).to.deep.equal({
           id: r.id, formId: form.id, formTitle: 'Test form', submitterEmail: r.submitterEmail, submitterName: r.submitterName,
-          createdAt: r.createdAt,
+          createdAt: r.createdAt, formVersion: null,
           data: { Text: r.data.fld_text, '=Formula': r.data.fld_formula, Number: r.data.fld_num, Choices: r.data.fld_multi, Secret: 'Redacted', 'Note, "quoted"': r.data.fld_quote },
           rawData: r.data,
         });
@@ -177,7 +177,7 @@ describe('submission export (GET /v1/forms/{formId}/submissions/export)', () => 
     }
     const empty = await get('?format=csv&endDate=2025-12-31');
     expect(empty.status).to.equal(200);
-    expect(empty.text).to.equal('id,createdAt,submitterEmail,submitterName,Text,\'=Formula,Number,Choices,Secret,"Note, ""quoted"""\r\n');
+    expect(empty.text).to.equal('id,createdAt,submitterEmail,submitterName,formVersion,Text,\'=Formula,Number,Choices,Secret,"Note, ""quoted"""\r\n');
   });
 
   it('runs at most half as many exports at once as the pool has connections; more get 503 before the first byte', async function () {

@@ -205,8 +205,8 @@ describe('files (local driver): uploads, claims and signed links', () => {
 
     const csv = await call(t.url, 'GET', `/v1/forms/${readsForm.id}/submissions/export?format=csv`, { key: tenant.key });
     const [header, record] = csv.text.trim().split('\r\n');
-    expect(header).to.equal('id,createdAt,submitterEmail,submitterName,Name,Photo,Documents');
-    const cell = record.split(',')[5];
+    expect(header).to.equal('id,createdAt,submitterEmail,submitterName,formVersion,Name,Photo,Documents');
+    const cell = record.split(',')[6];
     expect(cell).to.match(new RegExp(`^${t.url}/files/${uploadId}\\?expires=`));
     expect((await download(cell)).bytes.equals(bytes)).to.equal(true);
 

@@ -397,13 +397,16 @@ describe('public runtime', () => {
       await submit(analyticsForm.id, { values: validValues });
       const res = await call(t.url, 'GET', `/v1/forms/${analyticsForm.id}/analytics`, { key: tenant.key });
       expect(res.status).to.equal(200);
-      expect(res.body).to.deep.equal({ views: 3, starts: 2, completions: 1, submissions: 1, completionRate: 0.5 });
+      expect(res.body).to.deep.equal({
+        views: 3, starts: 2, completions: 1, submissions: 1, completionRate: 0.5, reached: {},
+        days: [{ day: new Date().toISOString().slice(0, 10), views: 3, starts: 2, completions: 1, reached: {} }],
+      });
     });
 
     it('reports a null completion rate before any start', async () => {
       const fresh = await newForm();
       const res = await call(t.url, 'GET', `/v1/forms/${fresh.id}/analytics`, { key: tenant.key });
-      expect(res.body).to.deep.equal({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null });
+      expect(res.body).to.deep.equal({ views: 0, starts: 0, completions: 0, submissions: 0, completionRate: null, reached: {}, days: [] });
     });
 
     it('refuses forged, foreign and missing tokens with 400 invalid_token, and unknown types with 400', async () => {

@@ -8,7 +8,7 @@ import { freePort, waitUntil } from '../support/processes';
 import { spawn } from 'node:child_process';
 import { DIST_ROOT } from '../support/processes';
 
-/** The Node.js the project pins (the `node` dev dependency), as CONTRACT §18 asks. */
+/** The Node.js the project pins (the `node` dev dependency), as README.md's opening says. */
 const pinned = require('node/package.json') as { version: string };
 const pinnedBinary = path.join(path.dirname(require.resolve('node/package.json')), 'bin', 'node');
 
@@ -36,7 +36,7 @@ async function expectIdleSocketClosed(port: number): Promise<void> {
   }
 }
 
-describe('runtime: the pinned Node.js 24 LTS (CONTRACT §18)', function () {
+describe('runtime: the pinned Node.js 24 LTS (README.md: pinned as the dev dependency `node`)', function () {
   this.timeout(60_000);
   const databaseUrl = sideDatabaseUrl('runtime');
   after(async () => dropDatabase(databaseUrl));

@@ -36,7 +36,7 @@ describe('submissions API', () => {
     const res = await submit(form.id, { data: { fld_name: 'Ada', fld_email: 'ada@example.com' }, submitterEmail: 'ada@example.com', submitterName: 'Ada' });
     expect(res.status).to.equal(201);
     const created = res.body.submission;
-    expect(created).to.have.keys('id', 'formId', 'createdAt');
+    expect(created).to.have.keys('id', 'formId', 'formVersion', 'createdAt');
     expect(created.id).to.match(/^sub_[a-zA-Z0-9]+$/);
     expect(created.formId).to.equal(form.id);
     const read = await call(t.url, 'GET', `/v1/submissions/${created.id}`, { key: tenant.key });

@@ -4,7 +4,7 @@ import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createKey, createPublishedForm, createTenant, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 
 const SECRET_PATTERN = /^whsec_[a-zA-Z0-9]{32,}$/;
-const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'throttleRate', 'updatedAt', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'pausedUntil', 'throttleRate', 'updatedAt', 'url'];
 const textField = { id: 'fld_a', type: 'text', label: 'A', required: false, config: {}, validationRules: {}, order: 0 };
 
 describe('webhooks API', () => {
@@ -199,7 +199,7 @@ describe('webhooks API', () => {
         }
       });
 
-      it('accepts https:// to a public address and refuses http:// to the same address (CONTRACT §5)', async () => {
+      it('accepts https:// to a public address and refuses http:// to the same address (openapi.yaml)', async () => {
         const create = (url: string) => call(strict.url, 'POST', '/v1/webhooks', { key, body: { name: 'x', url, events: ['submission.created'] } });
         expect((await create('https://93.184.216.34/hook')).status).to.equal(201);
         const refused = await create('http://93.184.216.34/hook');

@@ -66,7 +66,7 @@ describe('webhook deliveries (workers in process)', () => {
   });
   const track = (s: Setup) => { receivers.push(s.receiver); return s; };
 
-  it('delivers the CONTRACT §7 payload, signed so the receiver can verify it', async () => {
+  it('delivers the README "Webhooks" payload, signed so the receiver can verify it', async () => {
     const s = track(await setup(stack));
     const submission = await submit(stack, s, { fld_email: 'ada@example.com', fld_name: { format: 'full', fullName: 'Ada L' }, fld_topic: 'returns' });
     await s.receiver.waitFor(1);
@@ -86,7 +86,7 @@ describe('webhook deliveries (workers in process)', () => {
       data: {
         form: { id: s.formId, title: 'Test form' },
         submission: {
-          id: submission.id, formId: s.formId, createdAt: submission.createdAt, submitterEmail: null, submitterName: 'Ada',
+          id: submission.id, formId: s.formId, createdAt: submission.createdAt, formVersion: 1, submitterEmail: null, submitterName: 'Ada',
           data: { Email: 'ada@example.com', 'Full name': 'Redacted', Topic: 'returns' },
           rawData: { fld_email: 'ada@example.com', fld_name: 'Redacted', fld_topic: 'returns' },
         },
@@ -299,7 +299,7 @@ describe('fan-out decided by the storing statement (no workers running)', () => 
         data: {
           form: { id: quietForm.id, title: quietForm.title },
           submission: {
-            id: second.id, formId: quietForm.id, createdAt: second.createdAt, submitterEmail: null, submitterName: null,
+            id: second.id, formId: quietForm.id, createdAt: second.createdAt, formVersion: 1, submitterEmail: null, submitterName: null,
             data: { Email: 'q@example.com', Topic: 'hints' }, rawData: { fld_email: 'q@example.com', fld_topic: 'hints' },
           },
         },

@@ -40,10 +40,12 @@ describe('operational events with two worker processes', function () {
   /** Another organization's subscriber. */
   let stranger: Hook;
 
-  async function hook(events: string[], respond?: (attempt: number) => ReceiverReply, org = tenant): Promise<Hook> {
+  async function hook(events: string[], respond?: (attempt: number) => ReceiverReply, org = tenant, hookFormId?: string): Promise<Hook> {
     const receiver = await startReceiver({ respond });
     receivers.push(receiver);
-    const res = await call(t.url, 'POST', '/v1/webhooks', { key: org.key, body: { name: 'hook', url: receiver.url, events } });
+    const res = await call(t.url, 'POST', '/v1/webhooks', {
+      key: org.key, body: { name: 'hook', url: `${receiver.url}/services/T000/B000/s3cr3t`, events, ...(hookFormId ? { formId: hookFormId } : {}) },
+    });
     expect(res.status, res.text).to.equal(201);
     return { ...res.body.webhook, receiver };
   }
@@ -55,6 +57,18 @@ describe('operational events with two worker processes', function () {
 
   async function deliveriesOf(h: Hook): Promise<any[]> {
     return (await call(t.url, 'GET', `/v1/webhooks/${h.id}/deliveries?limit=100`, { key: tenant.key })).body.deliveries;
+  }
+
+  /**
+   * The rows of the operational events of `type` about `about` written for each subscriber: a duplicate
+   * event is a second row, written by the statement that records the attempt or disables the webhook.
+   */
+  async function eventRows(about: Hook, type: string): Promise<Array<{ webhook_id: string; n: number }>> {
+    return t.query(
+      `select webhook_id, count(*)::int as n from webhook_deliveries
+        where organization_id = ? and event_type = ? and payload::json->'data'->>'webhookId' = ? group by 1 order by 1`,
+      [tenant.organizationId, type, about.id],
+    );
   }
 
   /** The operational events the watcher got about `about`, one per delivery id (retries of one delivery collapse). */
@@ -91,8 +105,9 @@ describe('operational events with two worker processes', function () {
       eventsAbout(broken, 'message.attempt.failing').length && eventsAbout(broken, 'message.attempt.exhausted').length), 20_000);
     const [delivery] = await deliveriesOf(broken);
     expect(delivery).to.include({ status: 'failed', attempts: 6, lastStatusCode: 500 });
-    // Time for any duplicate to show up.
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The delivery has ended, so every event it raised is written: one row each to the watcher (and none to itself).
+    expect(await eventRows(broken, 'message.attempt.failing')).to.deep.equal([{ webhook_id: watcher.id, n: 1 }]);
+    expect(await eventRows(broken, 'message.attempt.exhausted')).to.deep.equal([{ webhook_id: watcher.id, n: 1 }]);
 
     const failing = eventsAbout(broken, 'message.attempt.failing');
     const exhausted = eventsAbout(broken, 'message.attempt.exhausted');
@@ -109,9 +124,9 @@ describe('operational events with two worker processes', function () {
     const flaky = await hook(['submission.created'], (attempt) => ({ status: attempt <= 2 ? 502 : 200 }));
     await submit();
     await waitUntil('recovered about the flaky webhook', async () => eventsAbout(flaky, 'message.attempt.recovered').length, 20_000);
-    await new Promise((r) => setTimeout(r, 1_500));
     const [delivery] = await deliveriesOf(flaky);
     expect(delivery).to.include({ status: 'succeeded', attempts: 3 });
+    expect((await eventRows(flaky, 'message.attempt.recovered')).find((r) => r.webhook_id === watcher.id)).to.deep.equal({ webhook_id: watcher.id, n: 1 });
     const recovered = eventsAbout(flaky, 'message.attempt.recovered');
     expect(recovered).to.have.length(1);
     expect(recovered[0].data).to.deep.equal({
@@ -121,13 +136,17 @@ describe('operational events with two worker processes', function () {
   });
 
   it('endpoint.disabled when a 410 disables a webhook (reason gone) and when maintenance disables one failing for 5 days (reason failing)', async () => {
-    const gone = await hook(['submission.created'], () => ({ status: 410 }));
+    // Tied to the form (formId named in the event); the organization-wide one's event has formId null.
+    const gone = await hook(['submission.created'], () => ({ status: 410 }), tenant, formId);
     const failing = await hook(['submission.created'], () => ({ status: 500 }));
     await submit();
     await waitUntil('endpoint.disabled about the gone webhook', async () => eventsAbout(gone, 'endpoint.disabled').length, 20_000);
     const [goneEvent] = eventsAbout(gone, 'endpoint.disabled');
-    expect(goneEvent.data).to.include({ webhookId: gone.id, url: gone.receiver.url, reason: 'gone' });
+    expect(Object.keys(goneEvent.data).sort()).to.deep.equal(['failingSince', 'formId', 'reason', 'webhookId']);
+    expect(goneEvent.data).to.include({ webhookId: gone.id, formId, reason: 'gone' });
     expect(Date.parse(goneEvent.data.failingSince)).to.be.closeTo(Date.now(), 30_000);
+    // The URL (its path holds a Slack-style secret here) is in no operational event.
+    expect(watcher.receiver.deliveries.filter((d) => d.rawBody.includes('s3cr3t'))).to.have.length(0);
     const read = await call(t.url, 'GET', `/v1/webhooks/${gone.id}`, { key: tenant.key });
     expect(read.body.webhook.enabled).to.equal(false);
 
@@ -138,12 +157,17 @@ describe('operational events with two worker processes', function () {
     expect(second.webhooksDisabled).to.equal(0);
     // Written by the maintenance's statement with no job: the relay's sweep of unqueued deliveries queues it.
     await waitUntil('endpoint.disabled about the failing webhook', async () => eventsAbout(failing, 'endpoint.disabled').length, 30_000);
-    await new Promise((r) => setTimeout(r, 1_500));
     const [failingEvent] = eventsAbout(failing, 'endpoint.disabled');
-    expect(failingEvent.data).to.include({ webhookId: failing.id, url: failing.receiver.url, reason: 'failing' });
+    expect(Object.keys(failingEvent.data).sort()).to.deep.equal(['failingSince', 'formId', 'reason', 'webhookId']);
+    expect(failingEvent.data).to.include({ webhookId: failing.id, formId: null, reason: 'failing' });
     expect(Date.parse(failingEvent.data.failingSince)).to.be.below(Date.now() - 5 * 86_400_000);
     expect(eventsAbout(gone, 'endpoint.disabled')).to.have.length(1);
     expect(eventsAbout(failing, 'endpoint.disabled')).to.have.length(1);
+    // One row each to the watcher, whatever ran twice (the maintenance ran twice).
+    for (const about of [gone, failing]) {
+      expect((await eventRows(about, 'endpoint.disabled')).find((r) => r.webhook_id === watcher.id)).to.deep.equal({ webhook_id: watcher.id, n: 1 });
+    }
+    expect(watcher.receiver.deliveries.filter((d) => d.rawBody.includes('s3cr3t'))).to.have.length(0);
   });
 
   it('raises each event once when two runs attempt the same delivery at the same moment', async () => {
@@ -161,6 +185,8 @@ describe('operational events with two worker processes', function () {
       attemptDelivery(t.app, 'dlv_twicelast000000001'), attemptDelivery(t.app, 'dlv_twicelast000000001'),
     ]);
     expect(runs.map((r) => r.kind)).to.deep.equal(['attempted', 'attempted', 'attempted', 'attempted']);
+    // Queued as the worker queues the events an attempt raised (else the relay's sweep would, 5 to 10 s later).
+    for (const run of runs) if (run.kind === 'attempted') for (const deliveryId of run.events) await t.app.producer.addSoon('webhooks', 'deliver', { deliveryId });
     const written = await t.query(
       `select webhook_id, event_type, payload::json->'data'->>'deliveryId' as about, count(*)::int as n from webhook_deliveries
         where organization_id = ? and payload::json->'data'->>'webhookId' = ? group by 1, 2, 3 order by 2, 1`, [tenant.organizationId, twice.id],
@@ -179,7 +205,13 @@ describe('operational events with two worker processes', function () {
   });
 
   it('goes to organization-wide subscribers of that organization only, signed, retried, and as openapi.yaml describes', async () => {
-    // Another organization's watcher, there from the start, heard nothing of this one.
+    // An event of this organization of its own (so the check holds when this test runs alone): the
+    // watcher gets it; another organization's watcher, there from the start, gets no row of it or of any other.
+    const gone = await hook(['submission.created'], () => ({ status: 410 }));
+    await submit();
+    await waitUntil('endpoint.disabled about the gone webhook', async () => eventsAbout(gone, 'endpoint.disabled').length, 20_000);
+    const written = await t.query(`select webhook_id from webhook_deliveries where event_type in (?, ?, ?, ?)`, OPERATIONAL);
+    expect(written.map((r: { webhook_id: string }) => r.webhook_id)).to.include(watcher.id).and.not.include(stranger.id);
     expect(stranger.receiver.deliveries).to.have.length(0);
 
     const operational = watcher.receiver.deliveries.filter(isOperational);

@@ -17,7 +17,7 @@ const FIELDS = [
   { id: 'fld_email', type: 'email', label: 'Email', required: true, config: {}, validationRules: {}, order: 0 },
   { id: 'fld_name', type: 'name', label: 'Full name', required: false, config: { sensitive: true }, validationRules: {}, order: 1 },
 ];
-const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'secret', 'throttleRate', 'updatedAt', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'enabled', 'events', 'formId', 'id', 'name', 'pausedUntil', 'secret', 'throttleRate', 'updatedAt', 'url'];
 const SECRET_PATTERN = /^whsec_[a-zA-Z0-9]{32,}$/;
 
 const quietly = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import IORedis from 'ioredis';
 import { failFastRedis } from '../../config/redis';
-import { SharedThrottle } from '../../src/lib/throttle';
+import { SharedThrottle, throttleKeys } from '../../src/lib/throttle';
 import { registry } from '../../src/lib/metrics';
 import { startQueueSampler } from '../../src/ops/queue-sampler';
 import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
@@ -65,7 +65,8 @@ describe('the shared throttle (Redis)', () => {
     expect(await a.take('wh_other', 5, 'dlv_0')).to.equal(0);
     // Keys are tagged per webhook, so on a Cluster a webhook's keys share one slot.
     const keys = await t.app.redis.keys(`${prefix}:throttle:*`);
-    expect(keys).to.include.members([`${prefix}:throttle:{wh_x}:tat`, `${prefix}:throttle:{wh_x}:held`]);
+    const own = throttleKeys(prefix, 'wh_x');
+    expect(keys).to.include.members([own.line, own.held, own.log]);
     await t.app.redis.del(...keys);
     other.disconnect();
   });

@@ -170,7 +170,7 @@ describe('usage queue jobs', () => {
       );
     }
 
-    it('the sweep queues an overdue pending delivery that has no live job, under its own job id, and leaves the rest alone', async () => {
+    it('the sweep queues an overdue pending delivery that has no live job, under its own job id, brings forward a delayed job whose row is due, and leaves the rest alone', async () => {
       const queue = stack.api.app.producer.queue('webhooks');
       await delivery('dlv_sweepOverdue', 'pending', { nextAttemptAt: `now() - interval '1 hour'` });
       await delivery('dlv_sweepLive', 'pending', { nextAttemptAt: `now() - interval '1 hour'` });
@@ -183,13 +183,15 @@ describe('usage queue jobs', () => {
       const overdue = await queue.getJob(jobIds.deliver('dlv_sweepOverdue'));
       expect(overdue?.data).to.deep.equal({ deliveryId: 'dlv_sweepOverdue' });
       expect(await overdue!.getState()).to.equal('waiting');
-      expect(await (await queue.getJob(jobIds.deliver('dlv_sweepLive')))!.getState()).to.equal('delayed');
+      // Its row says it is due while its job still waits out a delay (a hold released): the job goes now, the same job.
+      expect(await (await queue.getJob(jobIds.deliver('dlv_sweepLive')))!.getState()).to.equal('waiting');
       expect(await queue.getJob(jobIds.deliver('dlv_sweepNotDue'))).to.equal(undefined);
       expect(await queue.getJob(jobIds.deliver('dlv_sweepEnded'))).to.equal(undefined);
       // Run again: the job it queued is live now, so nothing is queued twice.
       await sweepOwed(stack.api.app, 1_000);
       const jobs = await queue.getJobs(['wait', 'delayed', 'prioritized']);
       expect(jobs.filter((j) => j.data.deliveryId === 'dlv_sweepOverdue')).to.have.length(1);
+      expect(jobs.filter((j) => j.data.deliveryId === 'dlv_sweepLive')).to.have.length(1);
     });
 
     it('maintenance removes ended deliveries (with their attempts), ended CRM syncs and processed outbox rows past RETENTION_DAYS', async () => {

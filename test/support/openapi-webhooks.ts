@@ -101,3 +101,8 @@ export function deliveryProblems(delivery: Delivery): string[] {
   problems.push(...schemaErrors(ajv, bodyPointer, body).map((e) => `body ${e}`));
   return problems;
 }
+
+/** Why `value` does not match the schema at `pointer` of openapi.yaml (`/components/schemas/PublicForm`); none when it does. */
+export function schemaProblems(pointer: string, value: unknown): string[] {
+  return schemaErrors(contract().ajv, pointer, value);
+}

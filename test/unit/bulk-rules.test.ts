@@ -63,7 +63,7 @@ describe('CSV export cells', () => {
   ] as Field[];
 
   it('heads the columns with the metadata and the field labels, guarded too', () => {
-    expect(csvHeader(fields)).to.deep.equal(['id', 'createdAt', 'submitterEmail', 'submitterName', "'=Label", 'Choices', 'Count', 'Secret']);
+    expect(csvHeader(fields)).to.deep.equal(['id', 'createdAt', 'submitterEmail', 'submitterName', 'formVersion', "'=Label", 'Choices', 'Count', 'Secret']);
   });
 
   it('renders values: absent as empty, objects and arrays as JSON, numbers as text, sealed as Redacted', () => {
@@ -71,7 +71,7 @@ describe('CSV export cells', () => {
       id: 'sub_1', created_at: new Date('2026-11-03T16:41:05Z'), submitter_email: null, submitter_name: '@me',
       data: { fld_b: ['a', 'b'], fld_c: -3, fld_d: { $sealed: 'enc:v1:abc' } },
     };
-    expect(csvRecord(row, fields, new FileLinks(Buffer.alloc(32), 'http://files.test', 60))).to.deep.equal(['sub_1', '2026-11-03T16:41:05.000Z', '', "'@me", '', '["a","b"]', "'-3", 'Redacted']);
+    expect(csvRecord(row, fields, new FileLinks(Buffer.alloc(32), 'http://files.test', 60))).to.deep.equal(['sub_1', '2026-11-03T16:41:05.000Z', '', "'@me", '', '', '["a","b"]', "'-3", 'Redacted']);
   });
 });
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { daySpan, locateOffset, pageStart, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
+import { daySpan, locateOffset, monthsOfDays, pageLowerBound, pageStart, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
 
 const at = (iso: string) => new Date(iso);
 
@@ -70,5 +70,52 @@ describe('day windows (pure)', () => {
       expect(start.skip).to.be.at.most(Math.floor(count / 2));
       expect(start.fromOldest ? count - 1 - start.skip : start.skip).to.equal(skip);
     }));
+  });
+  it('goes through the days from first to last a month at a time, every day once', () => {
+    expect(monthsOfDays('2026-01-30', '2026-03-02')).to.deep.equal([
+      ['2026-01-30', '2026-01-31'],
+      Array.from({ length: 28 }, (_, i) => `2026-02-${String(i + 1).padStart(2, '0')}`),
+      ['2026-03-01', '2026-03-02'],
+    ]);
+    expect(monthsOfDays('2024-02-29', '2024-02-29')).to.deep.equal([['2024-02-29']]);
+    expect(monthsOfDays('2026-05-02', '2026-05-01')).to.deep.equal([]);
+    fc.assert(fc.property(fc.integer({ min: 0, max: 20_000 }), fc.integer({ min: 0, max: 800 }), (start, length) => {
+      const first = utcDay(new Date(start * 86_400_000));
+      const last = utcDay(new Date((start + length) * 86_400_000));
+      const months = monthsOfDays(first, last);
+      const days = months.flat();
+      expect(days).to.have.length(length + 1);
+      expect(days[0]).to.equal(first);
+      expect(days[days.length - 1]).to.equal(last);
+      for (const month of months) expect(new Set(month.map((d) => d.slice(0, 7))).size).to.equal(1);
+      expect(new Set(months.map((m) => m[0].slice(0, 7))).size).to.equal(months.length);
+    }));
+  });
+
+  it('bounds a page by the oldest day it spans: the day of its last row, the oldest day at the end, never before from', () => {
+    const days: DayCount[] = [{ day: '2026-03-05', count: 10 }, { day: '2026-03-03', count: 5 }, { day: '2026-01-20', count: 40 }];
+    const open = { from: null, until: null };
+    expect(pageLowerBound(days, 0, 10, open)).to.deep.equal(at('2026-03-05T00:00:00Z'));
+    expect(pageLowerBound(days, 0, 11, open)).to.deep.equal(at('2026-03-03T00:00:00Z'));
+    expect(pageLowerBound(days, 9, 6, open)).to.deep.equal(at('2026-03-03T00:00:00Z'));
+    expect(pageLowerBound(days, 9, 7, open)).to.deep.equal(at('2026-01-20T00:00:00Z'));
+    expect(pageLowerBound(days, 50, 100, open)).to.deep.equal(at('2026-01-20T00:00:00Z'));
+    expect(pageLowerBound(days, 55, 10, open)).to.equal(null);
+    expect(pageLowerBound([], 0, 10, open)).to.equal(null);
+    expect(pageLowerBound(days, 20, 50, { from: at('2026-01-20T10:00:00Z'), until: null })).to.deep.equal(at('2026-01-20T10:00:00Z'));
+  });
+
+  it('bounds every page so that the rows counting through every row would put on it lie within', () => {
+    fc.assert(fc.property(
+      fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }), fc.nat(40), fc.integer({ min: 1, max: 10 }),
+      (counts, offset, limit) => {
+        const days = counts.map((count, i) => ({ day: utcDay(new Date(Date.UTC(2026, 0, 31 - i * 3))), count }));
+        const rows = days.flatMap((d) => Array.from({ length: d.count }, () => d.day));
+        const page = rows.slice(offset, offset + limit);
+        const lower = pageLowerBound(days, offset, limit, { from: null, until: null });
+        if (!page.length) return lower === null;
+        return lower !== null && page.every((day) => new Date(`${day}T00:00:00Z`) >= lower)
+          && utcDay(lower) === page[page.length - 1];
+      }));
   });
 });

@@ -26,6 +26,7 @@ const SERVICE_METRICS: ReadonlyArray<{ name: string; type: 'counter' | 'gauge' |
   { name: 'formservice_job_duration_seconds', type: 'histogram' },
   { name: 'formservice_webhook_deliveries_total', type: 'counter' },
   { name: 'formservice_outbox_backlog', type: 'gauge' },
+  { name: 'formservice_webhook_deliveries_throttled', type: 'gauge' },
   { name: 'formservice_rate_limit_rejections_total', type: 'counter' },
   { name: 'formservice_quota_rejections_total', type: 'counter' },
   { name: 'formservice_submissions_total', type: 'counter' },

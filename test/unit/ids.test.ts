@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { newId, newTimeOrderedId, randomBase62, timeOfId } from '../../src/lib/ids';
+import { ID_TIME_MARGIN_MS, newId, newTimeOrderedId, randomBase62, timeOfId, timeWindowOfId } from '../../src/lib/ids';
 import { retentionCutoff } from '../../src/domain/submissions/partitions';
 
 describe('ids', () => {
@@ -32,5 +32,15 @@ describe('ids', () => {
     expect(retentionCutoff(6, new Date('2026-11-22T10:00:00Z')).toISOString()).to.equal('2026-05-01T00:00:00.000Z');
     expect(retentionCutoff(1, new Date('2026-01-31T23:59:59Z')).toISOString()).to.equal('2025-12-01T00:00:00.000Z');
     expect(retentionCutoff(12, new Date('2026-03-01T00:00:00Z')).toISOString()).to.equal('2025-03-01T00:00:00.000Z');
+  });
+
+  it('bounds the created_at of a time-ordered id by its time and the margin, and nothing else', () => {
+    const at = new Date('2026-11-15T12:34:56.789Z');
+    const window = timeWindowOfId(newTimeOrderedId('sub', at));
+    expect(window).to.deep.equal({ from: new Date(at.getTime() - ID_TIME_MARGIN_MS), until: new Date(at.getTime() + ID_TIME_MARGIN_MS + 1) });
+    expect(timeWindowOfId(newTimeOrderedId('sub', at), 0)).to.deep.equal({ from: at, until: new Date(at.getTime() + 1) });
+    for (const notAnId of ['sub_short', 'sub_old123', 'sub_' + 'x'.repeat(21), 'sub_' + '-'.repeat(20), '', 'nounderscore12345678901']) {
+      expect(timeWindowOfId(notAnId), notAnId).to.equal(null);
+    }
   });
 });

@@ -11,7 +11,7 @@ const NONCE = 'bm9uY2Vub25jZQ==';
 function form(fields: Array<Partial<Field> & { id: string; type: Field['type'] }>): CachedForm {
   return {
     id: 'form_a', organizationId: 'org_a', title: 'T', description: null, status: 'published', settings: {},
-    updatedAt: new Date(0),
+    updatedAt: new Date(0), version: 1,
     structure: {
       pages: [],
       fields: fields.map((f, order) => ({

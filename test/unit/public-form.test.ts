@@ -15,7 +15,7 @@ const page = (id: string, order: number): Page => ({ id, title: `Page ${id}`, de
 function cachedForm(extra: Partial<CachedForm> = {}): CachedForm {
   return {
     id: 'form_abc', organizationId: 'org_secret', title: 'Contact', description: 'Say hi', status: 'published',
-    settings: {}, updatedAt: new Date('2026-11-01T00:00:00Z'),
+    settings: {}, updatedAt: new Date('2026-11-01T00:00:00Z'), version: 1,
     structure: { pages: [], fields: [] },
     ...extra,
   };
@@ -35,7 +35,7 @@ describe('buildPublicForm', () => {
     });
     const json = buildPublicForm(form, OPTIONS);
     expect(Object.keys(json).sort()).to.deep.equal(
-      ['botProtection', 'description', 'fields', 'id', 'pages', 'payments', 'settings', 'telemetry', 'theme', 'title']);
+      ['botProtection', 'description', 'fields', 'id', 'language', 'pages', 'payments', 'settings', 'telemetry', 'theme', 'title', 'version']);
     expect(json).to.include({ id: 'form_abc', title: 'Contact', description: 'Say hi' });
     expect(json.settings).to.deep.equal({ redirectUrl: 'https://example.com/thanks', submitButtonText: 'Send', successMessage: 'Got it' });
     expect(json.telemetry).to.deep.equal({ analyticsToken: 'tok.sig' });

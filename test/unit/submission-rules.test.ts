@@ -50,5 +50,11 @@ describe('submission rules', () => {
     it('no bounds when none are given', () => {
       expect(dateBounds()).to.deep.equal({ from: null, until: null });
     });
+
+    it('leaves open an end past year 9999 (no row is stored there, and PostgreSQL refuses its ISO form)', () => {
+      expect(dateBounds('0001-01-01', '9999-12-31')).to.deep.equal({ from: new Date('0001-01-01T00:00:00Z'), until: null });
+      expect(dateBounds(undefined, '9999-12-31T23:59:59.999Z').until).to.equal(null);
+      expect(dateBounds(undefined, '9999-12-31T23:59:59.998Z').until?.toISOString()).to.equal('9999-12-31T23:59:59.999Z');
+    });
   });
 });

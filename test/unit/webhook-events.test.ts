@@ -60,7 +60,7 @@ describe('webhook events', () => {
     const fields = [field('fld_email', 'Email'), field('fld_secret', 'Full name')];
     const event = buildSubmissionEvent({ id: 'form_8Hk2Lq9xZ', title: 'Contact us' }, submission, fields);
 
-    it('has exactly the CONTRACT §7 shape', () => {
+    it('has exactly the README "Webhooks" shape', () => {
       expect(event).to.deep.equal({
         id: 'evt_4Rt7Vb2Nq',
         type: 'form.submission.created',
@@ -69,7 +69,7 @@ describe('webhook events', () => {
           form: { id: 'form_8Hk2Lq9xZ', title: 'Contact us' },
           submission: {
             id: 'sub_4Rt7Vb2Nq', formId: 'form_8Hk2Lq9xZ', createdAt: '2026-11-03T16:41:05.000Z',
-            submitterEmail: 'ada@example.com', submitterName: null,
+            formVersion: null, submitterEmail: 'ada@example.com', submitterName: null,
             data: { Email: 'ada@example.com', 'Full name': 'Redacted', fld_gone: 'kept' },
             rawData: { fld_email: 'ada@example.com', fld_secret: 'Redacted', fld_gone: 'kept' },
           },
@@ -96,7 +96,7 @@ describe('webhook events', () => {
       secret: 'whsec_x', body, eventType: 'form.submission.created', deliveryId: 'dlv_1', eventId: 'evt_1', nowSeconds: 1_793_810_465,
     });
 
-    it('carries the fixed headers of CONTRACT §7', () => {
+    it('carries the fixed headers of README "Webhooks"', () => {
       expect(headers).to.include({
         'Content-Type': 'application/json',
         'User-Agent': 'FormService-Webhooks/1',

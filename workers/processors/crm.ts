@@ -2,6 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import type { AppContext } from '../../src/app';
 import { attemptCrmSync, type ConnectionPauses } from '../../src/domain/crm/crm-sync';
 import type { JobPayload } from '../../src/queues/catalogue';
+import { holdJobUntil } from '../../src/queues/held-jobs';
 import { crmGiveUpMessage } from '../../src/domain/crm/policy';
 import { settle } from '../settle';
 import { inSpan } from '../../src/lib/tracing';
@@ -35,7 +36,7 @@ async function syncOnce(app: AppContext, job: Job<JobPayload<'crm', 'sync'>>) {
     case 'unsyncable':
       return run;
     case 'paused':
-      await job.moveToDelayed(Date.now() + run.remainingMs, job.token);
+      await holdJobUntil(app.redis, job, Date.now() + run.remainingMs);
       throw new DelayedError();
   }
   return settle(run, crmGiveUpMessage);

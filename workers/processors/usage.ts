@@ -47,8 +47,17 @@ export const maintenance = async (app: AppContext) => {
   const em = app.orm.em.fork();
   const { retentionDays } = app.config;
   const { submissionRetentionMonths } = app.config;
+  const report = await runMaintenance(em, { retentionDays });
+  if (report.dayCountsRepairFailed) {
+    app.logger.warn({ err: report.dayCountsRepairFailed },
+      'the hourly repair of recently written day counts stopped; the next run starts again where it stopped (deploy/README.md: counts repair)');
+  }
+  for (const { formId, days } of report.dayCountsRepairSkipped) {
+    app.logger.warn({ formId, days },
+      `a day of this form was too big to recount within the statement timeout; run: npm run --silent cli -- counts repair --form ${formId} --since ${days[0]}`);
+  }
   return {
-    ...(await runMaintenance(em, { retentionDays })),
+    ...report,
     submissionChangesDeleted: await purgeSubmissionChanges(em, retentionDays),
     submissionPartitionsCreated: await ensureSubmissionPartitions(em),
     submissionPartitionsDropped: submissionRetentionMonths ? await dropExpiredSubmissionPartitions(em, submissionRetentionMonths) : [],

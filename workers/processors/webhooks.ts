@@ -6,6 +6,7 @@ import { mapAtMost } from '../../src/lib/map-at-most';
 import { metrics } from '../../src/lib/metrics';
 import { annotate, continuingTrace, inSpan } from '../../src/lib/tracing';
 import type { DeliveryGroupMember, JobPayload } from '../../src/queues/catalogue';
+import { holdJobUntil } from '../../src/queues/held-jobs';
 import { attemptEnd, settle } from '../settle';
 
 const RESULT_LABEL = { succeeded: 'succeeded', retry: 'retrying', failed: 'failed', disable: 'disabled' } as const;
@@ -51,7 +52,7 @@ export async function deliver(app: AppContext, job: Job<JobPayload<'webhooks', '
   return inSpan('webhook delivery attempt', { 'form_service.delivery.id': deliveryId, 'bullmq.job.attempts.made': job.attemptsMade }, async () => {
     const run = await attemptDelivery(app, deliveryId);
     if (run.kind === 'throttled') {
-      await job.moveToDelayed(noteThrottled(app, deliveryId, run), job.token);
+      await holdJobUntil(app.redis, job, noteThrottled(app, deliveryId, run));
       throw new DelayedError();
     }
     if (!noted(app, run)) return run;

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Files uploaded for file-upload fields (CONTRACT §20): one row per upload, the bytes in the file
+ * Files uploaded for file-upload fields (README "Files"): one row per upload, the bytes in the file
  * store. `status`: pending (announced, its bytes not checked yet), uploaded (bytes arrived and
  * checked), claimed (marked by the hourly sweep once a submission holds it, so the sweep's index
  * keeps only recent and unclaimed uploads), deleting (its bytes are being deleted; the row goes

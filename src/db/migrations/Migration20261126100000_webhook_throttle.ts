@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Per-webhook throttling (CONTRACT §25): `throttle_rate` is the most deliveries a second the
+ * Per-webhook throttling (README "Webhooks"): `throttle_rate` is the most deliveries a second the
  * webhook takes (null: unlimited), enforced across worker processes in Redis; `paused_until` is
  * when a receiver's `429` with `Retry-After` lets its deliveries go again, read with every attempt.
  */

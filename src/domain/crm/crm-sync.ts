@@ -3,7 +3,7 @@ import { sha256Hex, unseal } from '../../lib/crypto';
 import { annotate } from '../../lib/tracing';
 import { callOnce, maxAttempts, type AttemptDeps, type AttemptResult } from '../outbound/attempt';
 import { decideCrmSync, type CrmDecision } from './policy';
-import { failSync, findSyncForAttempt, recordSyncAttempt } from './store';
+import { failSync, findSyncForAttempt, holdSync, recordSyncAttempt } from './store';
 import { activeIntegrations, buildContactUpsert, HUBSPOT_UPSERT_PATH, upsertRequestBody } from './hubspot';
 
 /** Where a rate-limited CRM connection's pause is kept, shared by every worker process. */
@@ -62,7 +62,10 @@ export async function attemptCrmSync(deps: AttemptDeps, syncId: string, pauses: 
   const token = unseal(integration.accessToken, deps.decryptionKeys);
   const connectionId = connectionIdOf(token);
   const remainingMs = await pauses.remainingMs(connectionId);
-  if (remainingMs > 0) return { kind: 'paused', remainingMs };
+  if (remainingMs > 0) {
+    await holdSync(em, syncId, remainingMs);
+    return { kind: 'paused', remainingMs };
+  }
 
   const result = await upsertContact(deps, token, upsertRequestBody(contact));
   const schedule = deps.config.webhookRetryDelaysMs;

@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { findSubmissionValues } from '../submissions/read-store';
 import { nextAttemptAt, rowStatus, type AttemptResult } from '../outbound/attempt';
 import type { CrmDecision } from './policy';
 
@@ -17,15 +18,32 @@ export interface SyncRow {
   settings: Record<string, any> | null;
 }
 
-/** A sync with its submission's values and its form's current settings (either may be gone). */
+/**
+ * A sync with its submission's values and its form's current settings (either may be gone). The
+ * submission is read by its own statement, which names the month of its id (findSubmissionValues in
+ * read-store.ts): joined here by id, it would be probed in every monthly partition on each attempt.
+ * Only a pending sync needs the values.
+ */
 export async function findSyncForAttempt(em: Em, syncId: string): Promise<SyncRow | undefined> {
-  const [row] = await em.execute<SyncRow[]>(
-    `select c.id, c.organization_id, c.form_id, c.submission_id, c.status, c.attempts, c.integration_id, s.data, s.submitter_email, f.settings
-       from crm_syncs c left join submissions s on s.id = c.submission_id left join forms f on f.id = c.form_id
+  const [row] = await em.execute<Array<Omit<SyncRow, 'data' | 'submitter_email'>>>(
+    `select c.id, c.organization_id, c.form_id, c.submission_id, c.status, c.attempts, c.integration_id, f.settings
+       from crm_syncs c left join forms f on f.id = c.form_id
       where c.id = ?`,
     [syncId],
   );
-  return row;
+  if (!row) return undefined;
+  const values = row.status === 'pending' ? await findSubmissionValues(em, row.organization_id, row.submission_id) : undefined;
+  return { ...row, data: values?.data ?? null, submitter_email: values?.submitter_email ?? null };
+}
+
+/**
+ * A sync held back without an attempt (its connection paused by HubSpot's 429) carries the time it
+ * will be tried as its next attempt time, so the sweeps of owed work pass it by until then.
+ */
+export async function holdSync(em: Em, syncId: string, waitMs: number): Promise<void> {
+  await em.execute(
+    `update crm_syncs set next_attempt_at = now() + ? * interval '1 millisecond' where id = ? and status = 'pending'`, [Math.ceil(waitMs), syncId],
+  );
 }
 
 /** Ends a pending sync without an attempt. */

@@ -2,6 +2,9 @@
 // Pure: no I/O, so the rules are unit-tested on their own.
 import type { Field } from '../forms/types';
 
+/** Unclaimed uploads are deleted once this old; a submission no longer takes one this old (the hosted
+ * page forgets the uploads it kept in the browser before then: src/public/browser/draft.ts). */
+export const UPLOAD_UNCLAIMED_HOURS = 24;
 export const DEFAULT_FILE_MAX_SIZE = 10 * 1024 * 1024;
 export const DEFAULT_MAX_FILES = 1;
 /** The most files one field takes, whatever its config says. */

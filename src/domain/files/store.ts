@@ -1,9 +1,9 @@
 // Every SQL statement of the files area. The claim of an upload by a submission is not here: it is
 // the `upload` entry of CLAIM_KINDS, made by the storing statement (submissions/store.ts).
 import type { Em } from '../../db/orm';
+import { UPLOAD_UNCLAIMED_HOURS } from './rules';
 
-/** Unclaimed uploads are deleted once this old; a submission no longer takes one this old. */
-export const UPLOAD_UNCLAIMED_HOURS = 24;
+export { UPLOAD_UNCLAIMED_HOURS };
 /** What an expired upload's claim row holds instead of a submission id (no submission id is empty). */
 export const EXPIRED_CLAIM = '';
 

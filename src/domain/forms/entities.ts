@@ -14,6 +14,10 @@ export class Form {
   @Property({ type: 'string' }) status: FormStatus = 'draft';
   /** Integration secrets inside settings are sealed (see forms/settings.ts). */
   @Property({ type: 'json' }) settings: Record<string, any> = {};
+  /** Translations of the form's texts per language tag (forms/translations.ts); null: none. */
+  @Property({ type: 'json', nullable: true }) translations: Record<string, any> | null = null;
+  /** The structure's version: 1 at creation, +1 on each replacement (forms/versions.ts). */
+  @Property({ type: 'integer' }) version = 1;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
   @Property({ type: 'datetime', columnType: 'timestamptz' }) updatedAt: Date = new Date();
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) deletedAt: Date | null = null;

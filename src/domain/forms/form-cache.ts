@@ -3,6 +3,8 @@ import { TtlCache } from '../../lib/ttl-cache';
 import type { FormStatus } from './entities';
 import { loadStructure } from './form-service';
 import { findLiveFormRow } from './store';
+import type { FormTranslations } from './translations';
+import { versionOf } from './versions';
 import type { FormStructure } from './types';
 
 export interface CachedForm {
@@ -12,7 +14,11 @@ export interface CachedForm {
   description: string | null;
   status: FormStatus;
   settings: Record<string, any>;
+  /** Translations of the texts per language tag (translations.ts); null: none. */
+  translations?: FormTranslations | null;
   updatedAt: Date;
+  /** The version of `structure` (forms/versions.ts): what submissions checked against it record. */
+  version: number;
   structure: FormStructure;
 }
 
@@ -73,10 +79,11 @@ export class FormCache {
     const em = this.orm.em.fork();
     const row = await findLiveFormRow(em, formId);
     if (!row) return null;
+    const { version, structure } = await versionOf(em, row, await loadStructure(em, formId), (tx) => loadStructure(tx, formId));
     return {
       id: row.id, organizationId: row.organization_id, title: row.title, description: row.description,
       status: row.status,
-      settings: row.settings, updatedAt: new Date(row.updated_at), structure: await loadStructure(em, formId),
+      settings: row.settings, translations: row.translations, updatedAt: new Date(row.updated_at), version, structure,
     };
   }
 }

@@ -1,11 +1,16 @@
+import { LockMode } from '@mikro-orm/core';
 import type { Em } from '../../db/orm';
 import { newId } from '../../lib/ids';
 import { Form, FormField, FormPage, type FormStatus } from './entities';
 import { sealSettings } from './settings';
+import { keptTranslations, type FormTranslations } from './translations';
 import type { Field, FormStructure, Page } from './types';
+import { keepAsVersion, versionOf } from './versions';
 
 export interface FormDetail {
   form: Form;
+  /** The version of these pages and fields (forms/versions.ts). */
+  version: number;
   pages: Page[];
   fields: Field[];
 }
@@ -16,6 +21,8 @@ export interface FormInput {
   slug?: string | null;
   status?: FormStatus;
   settings?: Record<string, any>;
+  /** Checked against the structure already (translationErrors). */
+  translations?: FormTranslations;
 }
 
 export type FormPatch = Partial<Pick<FormInput, 'title' | 'description' | 'slug' | 'status'>>;
@@ -93,10 +100,15 @@ export async function loadStructure(em: Em, formId: string): Promise<FormStructu
   return { pages: pages.map(toPage), fields: fields.map(toField) };
 }
 
+/** The form with its current structure and that structure's version (recorded first if it is not kept). */
+export async function formDetailOf(em: Em, form: Form): Promise<FormDetail> {
+  const read = await versionOf(em, form, await loadStructure(em, form.id), (tx) => loadStructure(tx, form.id));
+  return { form, version: read.version, ...read.structure };
+}
+
 export async function getFormDetail(em: Em, organizationId: string, formId: string): Promise<FormDetail | null> {
   const form = await findForm(em, organizationId, formId);
-  if (!form) return null;
-  return { form, ...(await loadStructure(em, formId)) };
+  return form && formDetailOf(em, form);
 }
 
 export async function createForm(
@@ -106,14 +118,16 @@ export async function createForm(
   const form = Object.assign(new Form(), {
     id: newId('form'), organizationId, title: input.title, description: input.description ?? null,
     slug: input.slug ?? null, status: input.status ?? 'draft',
-    settings: sealSettings(input.settings ?? {}, null, encryptionKey), createdAt: now, updatedAt: now,
+    settings: sealSettings(input.settings ?? {}, null, encryptionKey), translations: input.translations ?? null,
+    createdAt: now, updatedAt: now, version: 1,
   });
   await flushGuardingSlug(() => em.transactional(async (tx) => {
     // Pages and fields reference the form by a plain column, so the form row must exist first.
     await tx.persistAndFlush(form);
     structureRows(tx, form.id, structure);
+    await keepAsVersion(tx, form, structure, now);
   }));
-  return { form, ...structure };
+  return { form, version: 1, ...structure };
 }
 
 export async function updateFormMetadata(em: Em, organizationId: string, formId: string, patch: FormPatch): Promise<Form | null> {
@@ -124,20 +138,33 @@ export async function updateFormMetadata(em: Em, organizationId: string, formId:
   return form;
 }
 
-/** Deletes every page and field and inserts the new ones in one transaction: all or nothing. */
+/**
+ * Deletes every page and field and inserts the new ones in one transaction: all or nothing. The new
+ * structure is the form's next version, kept in the same transaction under the form row's lock, so
+ * concurrent replacements get consecutive versions; a current structure that was never kept (the
+ * previous release replaced it) is kept first, as the version before.
+ * `translations` replace the stored ones; without them, the stored ones are kept where they still
+ * name a page, field or option of the new structure.
+ */
 export async function replaceStructure(
   em: Em, organizationId: string, formId: string, structure: FormStructure,
-  settings: Record<string, any> | undefined, encryptionKey: Buffer,
+  settings: Record<string, any> | undefined, encryptionKey: Buffer, translations?: FormTranslations,
 ): Promise<FormDetail | null> {
   return em.transactional(async (tx) => {
-    const form = await tx.findOne(Form, { id: formId, organizationId, ...LIVE }, { lockMode: 4 /* PESSIMISTIC_WRITE */ });
+    // PESSIMISTIC_WRITE (`for update`), which waits for a concurrent replacement; the literal 4 this
+    // once was is PESSIMISTIC_PARTIAL_WRITE (`skip locked`), which answered that replacement 404.
+    const form = await tx.findOne(Form, { id: formId, organizationId, ...LIVE }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!form) return null;
+    const now = new Date();
+    const before = await keepAsVersion(tx, form, await loadStructure(tx, formId), form.updatedAt);
     await tx.nativeDelete(FormPage, { formId });
     await tx.nativeDelete(FormField, { formId });
     structureRows(tx, formId, structure);
+    form.version = await keepAsVersion(tx, { id: formId, organizationId, version: before }, structure, now, { next: true });
     if (settings) form.settings = sealSettings(settings, form.settings, encryptionKey);
-    form.updatedAt = new Date();
-    return { form, ...structure };
+    form.translations = translations ?? (form.translations ? keptTranslations(form.translations, structure) : null);
+    form.updatedAt = now;
+    return { form, version: form.version, ...structure };
   });
 }
 

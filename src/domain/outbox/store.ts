@@ -49,18 +49,35 @@ export async function countOutboxBacklog(em: Em): Promise<number> {
 
 export const OWED_BATCH = 500;
 
+/** Where a sweep's paging through overdue rows stands: the last row it looked at (its exact time, as text). */
+export interface OwedCursor {
+  at: string;
+  id: string;
+}
+
+export interface OwedRow {
+  id: string;
+  job_group: string | null;
+  /** next_attempt_at as PostgreSQL's text, exact to the microsecond (a Date would round it to the millisecond). */
+  at: string;
+}
+
 /**
- * Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, oldest first;
- * with `neverAttempted`, only those whose first attempt has not been made. A delivery's job_group
- * names the group job that may still hold it.
+ * Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, in
+ * (next_attempt_at, id) order, at most OWED_BATCH, after `after` when given (keyset paging: a sweep
+ * pages past the rows it could not queue, rather than reading the same oldest ones every run); with
+ * `neverAttempted`, only those whose first attempt has not been made. A delivery's job_group names
+ * the group job that may still hold it.
  */
 export async function findOverdue(
-  em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number, neverAttempted = false,
-): Promise<Array<{ id: string; job_group: string | null }>> {
-  return em.execute<Array<{ id: string; job_group: string | null }>>(
-    `select id, ${table === 'webhook_deliveries' ? 'job_group' : 'null as job_group'} from ${table} where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
+  em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number, neverAttempted = false, after: OwedCursor | null = null,
+): Promise<OwedRow[]> {
+  return em.execute<OwedRow[]>(
+    `select id, ${table === 'webhook_deliveries' ? 'job_group' : 'null as job_group'}, next_attempt_at::text as at from ${table}
+      where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
         ${neverAttempted ? 'and attempts = 0' : ''}
-      order by next_attempt_at limit ${OWED_BATCH}`,
-    [graceMs],
+        ${after ? 'and (next_attempt_at, id) > (?::timestamptz, ?)' : ''}
+      order by next_attempt_at, id limit ${OWED_BATCH}`,
+    after ? [graceMs, after.at, after.id] : [graceMs],
   );
 }

@@ -7,6 +7,8 @@ import type { Field, Page } from '../forms/types';
 import type { PublicBotProtection, PublicFormJson, PublicFormSettings, PublicPage, PublicTheme } from './types';
 import { isPlainObject } from '../../lib/objects';
 import { fileLimits } from '../files/rules';
+import { translatedSettingsTexts, translateField, translatePage, translationFor, type FormTranslation } from '../forms/translations';
+import { CATALOGUES, DEFAULT_LANGUAGE, type Language } from './messages';
 
 /**
  * Field config keys the hosted page reads to render a field and the shared validator reads to check
@@ -30,6 +32,10 @@ export interface PublicFormOptions {
   publishableKey?: string | null;
   /** UPLOAD_MAX_BYTES: a file-upload field's maxSize is shown as the limit uploads really get. */
   uploadMaxBytes?: number;
+  /** The language to answer in (language.ts resolves it): the form's translation, per text, and the default words. */
+  language?: Language;
+  /** The tag asked for in that language (language.ts requestedTag): its translation first, e.g. `pt-BR` before `pt-PT`. */
+  languageTag?: string | null;
 }
 
 type Settings = Record<string, unknown>;
@@ -46,11 +52,15 @@ function nonEmptyString(value: unknown): string | null {
   return typeof value === 'string' && value.trim() !== '' ? value : null;
 }
 
-export function publicSettings(settings: Settings): PublicFormSettings {
+export function publicSettings(settings: Settings, language: Language = DEFAULT_LANGUAGE, translation: FormTranslation | null = null): PublicFormSettings {
+  const words = CATALOGUES[language];
+  const own = translatedSettingsTexts({
+    submitButtonText: nonEmptyString(settings.submitButtonText), successMessage: nonEmptyString(settings.successMessage),
+  }, translation);
   return {
     redirectUrl: nonEmptyString(settings.redirectUrl),
-    submitButtonText: nonEmptyString(settings.submitButtonText) ?? DEFAULT_SUBMIT_BUTTON_TEXT,
-    successMessage: nonEmptyString(settings.successMessage) ?? DEFAULT_SUCCESS_MESSAGE,
+    submitButtonText: own.submitButtonText ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUBMIT_BUTTON_TEXT : words.submit),
+    successMessage: own.successMessage ?? (language === DEFAULT_LANGUAGE ? DEFAULT_SUCCESS_MESSAGE : words.thankYou),
   };
 }
 
@@ -103,19 +113,25 @@ function publicPage(page: Page, fields: Field[]): PublicPage {
 
 export function buildPublicForm(form: CachedForm, options: PublicFormOptions): PublicFormJson {
   const settings: Settings = isPlainObject(form.settings) ? form.settings : {};
+  const language = options.language ?? DEFAULT_LANGUAGE;
+  const translation = translationFor(form.translations, language, options.languageTag ?? null);
   const fields = form.structure.fields.map((source) => {
-    const field = publicField(source);
+    const field = translateField(publicField(source), translation);
     // The page names the limit before anything is sent: the field's own, or the server's if lower (or unset).
     if (field.type === 'file-upload' && options.uploadMaxBytes) {
       field.config = { ...field.config, maxSize: fileLimits(source, options.uploadMaxBytes).maxSize };
     }
     return field;
   });
+  const title = translation?.title?.trim() ? translation.title : form.title;
+  const description = translation?.description?.trim() ? translation.description : form.description ?? null;
   return {
     id: form.id,
-    title: form.title,
-    description: form.description ?? null,
-    settings: publicSettings(settings),
+    language,
+    title,
+    description,
+    version: form.version,
+    settings: publicSettings(settings, language, translation),
     botProtection: publicBotProtection(settings, options.siteKey),
     payments: options.publishableKey && fields.some((field) => field.type === 'payment')
       ? { provider: 'stripe', publishableKey: options.publishableKey }
@@ -123,6 +139,6 @@ export function buildPublicForm(form: CachedForm, options: PublicFormOptions): P
     telemetry: { analyticsToken: options.analyticsToken },
     theme: publicTheme(settings),
     fields,
-    pages: form.structure.pages.map((page) => publicPage(page, fields)),
+    pages: form.structure.pages.map((page) => publicPage(translatePage(page, translation), fields)),
   };
 }

@@ -5,14 +5,22 @@ import type { CachedForm } from '../forms/form-cache';
 import { effectiveQuota, quotaMonth } from '../quotas/quota';
 import { findQuotaStanding } from '../quotas/store';
 import {
-  checkSubmission, createSubmission, submitterErrors, submittableForm, type SubmissionDeps, type SubmissionRefusal,
+  checkSubmission, createSubmission, refusalOfChangedForm, submitterErrors, submittableForm, type SubmissionDeps,
+  type SubmissionRefusal,
 } from '../submissions/create-submission';
 import { botProtectionEnabled } from './public-form';
+import { isLanguage, LANGUAGES } from './messages';
 import { verifyCaptcha, type CaptchaRefusal } from './turnstile';
 
-const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'captchaToken']);
+const BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'formVersion', 'captchaToken', 'language']);
 /** POST /check takes the submission's body without the challenge token: checking charges no one, so it needs none. */
-const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName']);
+const CHECK_BODY_KEYS = new Set(['values', 'submitterEmail', 'submitterName', 'formVersion', 'language']);
+const MAX_VERSION = 2_147_483_647;
+
+/** The form version the answers were given to (`formVersion`, optional), as the body says it. */
+function answeredVersion(body: Record<string, unknown>): number | null {
+  return typeof body.formVersion === 'number' ? body.formVersion : null;
+}
 
 export interface PublicSubmissionRequest {
   formId: string;
@@ -36,6 +44,14 @@ export function bodyProblem(body: unknown, keys: ReadonlySet<string> = BODY_KEYS
   if (unknown.length) return `Unknown properties: ${unknown.join(', ')}`;
   const values = (body as Record<string, unknown>).values;
   if (!values || typeof values !== 'object' || Array.isArray(values)) return 'Request body must contain a "values" object';
+  const language = (body as Record<string, unknown>).language;
+  if (language !== undefined && language !== null && !isLanguage(language)) {
+    return `"language" must be one of ${LANGUAGES.join(', ')} (the language the page was shown in)`;
+  }
+  const { formVersion } = body as Record<string, unknown>;
+  if (formVersion !== undefined && !(Number.isInteger(formVersion) && (formVersion as number) >= 1 && (formVersion as number) <= MAX_VERSION)) {
+    return '"formVersion" must be a positive integer (the public form\'s version)';
+  }
   return null;
 }
 
@@ -66,7 +82,9 @@ export async function submitPublicForm(deps: SubmissionDeps, request: PublicSubm
     submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
     submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
     source: 'public',
+    language: isLanguage(body.language) ? body.language : null,
     metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
+    formVersion: answeredVersion(body),
   });
   return result.ok ? { ok: true, submissionId: result.submission.id } : { ok: false, refusal: result.refusal };
 }
@@ -84,19 +102,27 @@ async function quotaReached(deps: SubmissionDeps, form: CachedForm): Promise<boo
  */
 export async function checkPublicSubmission(deps: SubmissionDeps, request: { formId: string; body: unknown })
   : Promise<{ ok: true } | { ok: false; refusal: PublicRefusal }> {
-  const found = await submittableForm(deps, null, request.formId, false);
-  if ('refusal' in found) return { ok: false, refusal: { kind: 'not_found' } };
   const problem = bodyProblem(request.body, CHECK_BODY_KEYS);
-  if (problem) return { ok: false, refusal: { kind: 'bad_body', message: problem } };
   const body = request.body as Record<string, unknown>;
-  const check = await checkSubmission(deps, found.form, {
-    data: body.values,
-    submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
-    submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
-    source: 'public',
-    metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
-  }, null, { paymentMade: false });
-  if (!check.ok) return { ok: false, refusal: check.refusal };
-  if (await quotaReached(deps, found.form)) return { ok: false, refusal: { kind: 'quota_exceeded' } };
-  return { ok: true };
+  // A second, fresh read of the form before answering form_changed (as decideAndStore does).
+  for (const fresh of [false, true]) {
+    const found = await submittableForm(deps, null, request.formId, fresh);
+    if ('refusal' in found) return { ok: false, refusal: { kind: 'not_found' } };
+    if (problem) return { ok: false, refusal: { kind: 'bad_body', message: problem } };
+    const check = await checkSubmission(deps, found.form, {
+      data: body.values,
+      submitterEmail: typeof body.submitterEmail === 'string' ? body.submitterEmail : null,
+      submitterName: typeof body.submitterName === 'string' ? body.submitterName : null,
+      source: 'public',
+      metadataErrors: submitterErrors(body.submitterEmail, body.submitterName),
+    }, null, { paymentMade: false });
+    if (!check.ok) {
+      const refusal = refusalOfChangedForm(answeredVersion(body), found.form, check.refusal);
+      if (refusal.kind === 'form_changed' && !fresh) continue;
+      return { ok: false, refusal };
+    }
+    if (await quotaReached(deps, found.form)) return { ok: false, refusal: { kind: 'quota_exceeded' } };
+    return { ok: true };
+  }
+  throw new Error('unreachable: the fresh read answers');
 }

@@ -28,8 +28,12 @@ export type PublicPage = Page & { fields: Field[] };
 
 export interface PublicFormJson {
   id: string;
+  /** The language its texts and the page's words are in (README.md "Languages"). */
+  language: string;
   title: string;
   description: string | null;
+  /** The structure's version: sent back as `formVersion` with the answers. */
+  version: number;
   settings: PublicFormSettings;
   botProtection: PublicBotProtection | null;
   /** Non-null when the form has a payment field and the service takes payments (Stripe keys set). */

@@ -1,5 +1,5 @@
 import {
-  checkSubmission, DECIDE_AGAIN, replay, requestFingerprint, storeCheckedSubmissions, submittableForm, underIdempotencyKey,
+  checkSubmission, DECIDE_AGAIN, replay, replayedSubmission, requestFingerprint, storeCheckedSubmissions, submittableForm, underIdempotencyKey,
   type CheckedSubmission, type CreatedSubmission, type IdempotencyClaim, type SubmissionInput, type SubmissionRefusal,
   type SubmissionDeps, type SubmissionResult,
 } from './create-submission';
@@ -64,7 +64,11 @@ export async function createSubmissionBatch(deps: SubmissionDeps, request: Batch
   return underIdempotencyKey<BatchResult>(deps, request.organizationId, idem.key, idem.requestHash, {
     replay: (stored) => (stored.requestHash !== idem.requestHash
       ? { ok: false, refusal: { kind: 'idempotency_key_reused' } }
-      : { ok: true, outcomes: (stored.body as { results: BatchItemOutcome[] }).results, replayed: true }),
+      : {
+        ok: true, replayed: true,
+        outcomes: (stored.body as { results: BatchItemOutcome[] }).results
+          .map((item) => (item.ok ? { ...item, submission: replayedSubmission(item.submission) } : item)),
+      }),
     inUse: () => ({ ok: false, refusal: { kind: 'idempotency_key_in_use' } }),
     run: async (claimToken, em) => {
       const result = await decideBatch(deps, request, idem);

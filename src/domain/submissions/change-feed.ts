@@ -10,6 +10,7 @@ export interface SubmissionSummary {
   submitterEmail: string | null;
   submitterName: string | null;
   createdAt: string;
+  formVersion: number | null;
   data: Record<string, unknown>;
 }
 
@@ -54,7 +55,7 @@ export async function readChanges(
     submission: row.live_id
       ? {
         id: row.live_id, submitterEmail: row.submitter_email, submitterName: row.submitter_name,
-        createdAt: new Date(row.created_at).toISOString(), data: shownValues(row.data, links),
+        createdAt: new Date(row.created_at).toISOString(), formVersion: row.form_version ?? null, data: shownValues(row.data, links),
       }
       : null,
   }));

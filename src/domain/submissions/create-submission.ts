@@ -45,17 +45,34 @@ export interface SubmissionRequest {
   submitterEmail: string | null;
   submitterName: string | null;
   source: SubmissionSource;
+  /** See SubmissionInput. */
+  language?: string | null;
   idempotencyKey?: string | null;
   /** The whole request body, for the idempotency fingerprint. */
   requestBody?: unknown;
   /** Problems with the request's own metadata (e.g. submitterEmail), reported with field errors. */
   metadataErrors?: FieldError[];
+  /** The form version the answers were given to (the public runtime's `formVersion`); absent: not said. */
+  formVersion?: number | null;
 }
 
 export interface CreatedSubmission {
   id: string;
   formId: string;
+  /**
+   * The version of the form it was validated against and stored under; null only in the replay of
+   * an answer kept before versions were recorded (replayedSubmission).
+   */
+  formVersion: number | null;
   createdAt: string;
+}
+
+/**
+ * A kept answer as it replays: one kept before versions were recorded (or by the previous release
+ * during an upgrade) has no `formVersion`, and replays it as null, which openapi.yaml allows.
+ */
+export function replayedSubmission(stored: CreatedSubmission): CreatedSubmission {
+  return { ...stored, formVersion: stored.formVersion ?? null };
 }
 
 /** Why a submission was refused; each HTTP surface renders these in its own error shape. */
@@ -70,7 +87,9 @@ export type SubmissionRefusal =
   | { kind: 'payment_unavailable'; message: string }
   | { kind: 'idempotency_key_reused' }
   /** The first request with this Idempotency-Key is still running. */
-  | { kind: 'idempotency_key_in_use' };
+  | { kind: 'idempotency_key_in_use' }
+  /** Answers given to an earlier version of the form that the current version does not accept. */
+  | { kind: 'form_changed'; form: CachedForm };
 
 export type SubmissionResult =
   | { ok: true; submission: CreatedSubmission; replayed: boolean }
@@ -152,6 +171,8 @@ export interface SubmissionInput {
   submitterEmail: string | null;
   submitterName: string | null;
   source: SubmissionSource;
+  /** The hosted page's language (a supported one, checked by the public runtime); API submissions have none. */
+  language?: string | null;
   metadataErrors?: FieldError[];
 }
 
@@ -187,12 +208,14 @@ export async function checkSubmission(
 
   const submitter = submitterDetailsToStore(form.structure.fields, values, input);
   const createdAt = new Date();
-  const submission: CreatedSubmission = { id: newTimeOrderedId('sub', createdAt), formId: form.id, createdAt: createdAt.toISOString() };
+  const submission: CreatedSubmission = {
+    id: newTimeOrderedId('sub', createdAt), formId: form.id, formVersion: form.version, createdAt: createdAt.toISOString(),
+  };
   const row: SubmissionRow = {
-    id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt,
+    id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt, formVersion: form.version,
     month: quotaMonth(createdAt), data: sealSensitive(form, values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
-    createdAt,
+    language: input.language ?? null, createdAt,
     claims: [
       ...(payment.intentId ? [{ kind: 'payment' as const, id: payment.intentId }] : []),
       ...uploads.map(({ uploadId }) => ({ kind: 'upload' as const, id: uploadId })),
@@ -359,12 +382,28 @@ export async function underIdempotencyKey<T>(
   }
 }
 
+/**
+ * Answers given to version `answered` of a form that its current version refuses: `form_changed`
+ * (with the current form, for the page to show it) rather than the refusal, which names questions
+ * the person may never have seen. Answers the current version accepts are stored under it.
+ */
+export function refusalOfChangedForm(answered: number | null | undefined, form: CachedForm, refusal: SubmissionRefusal): SubmissionRefusal {
+  const validation = refusal.kind === 'invalid_data' || refusal.kind === 'missing_required' || refusal.kind === 'invalid_fields';
+  return validation && answered != null && answered !== form.version ? { kind: 'form_changed', form } : refusal;
+}
+
 async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, idem: IdempotencyClaim): Promise<SubmissionResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const found = await submittableForm(deps, request.organizationId, request.formId, attempt > 0);
     if ('refusal' in found) return refuse(found.refusal);
     const check = await checkSubmission(deps, found.form, request, idem);
-    if (!check.ok) return refuse(check.refusal);
+    if (!check.ok) {
+      const refusal = refusalOfChangedForm(request.formVersion, found.form, check.refusal);
+      // This process's cached form may lag behind the one the page was given: a 409 carries the
+      // form as the database has it, never an older one the page would fall back to.
+      if (refusal.kind === 'form_changed' && attempt === 0) continue;
+      return refuse(refusal);
+    }
     const result = await storeCheckedSubmission(deps, check.checked);
     if (result !== DECIDE_AGAIN) return result;
   }
@@ -373,7 +412,7 @@ async function decideAndStore(deps: SubmissionDeps, request: SubmissionRequest, 
 
 export function replay(stored: { requestHash: string; body: unknown }, requestHash: string): SubmissionResult {
   if (stored.requestHash !== requestHash) return refuse({ kind: 'idempotency_key_reused' });
-  return { ok: true, submission: (stored.body as { submission: CreatedSubmission }).submission, replayed: true };
+  return { ok: true, submission: replayedSubmission((stored.body as { submission: CreatedSubmission }).submission), replayed: true };
 }
 
 /**

@@ -1,6 +1,6 @@
 // Pure rules of the day counts (day-counts.ts): which days of a date-time filter the counts cannot
 // answer, and where a page at some offset starts. The list, analytics and the usage roll-up read
-// days, not rows (CONTRACT §23).
+// days, not rows (src/README.md, day counts).
 
 const DAY_MS = 86_400_000;
 
@@ -90,4 +90,34 @@ export interface PageStart {
 export function pageStart({ day, skip }: { day: DayCount; skip: number }, bounds: TimeBounds): PageStart {
   const fromOldest = skip > (day.count - 1) / 2;
   return { ...dayWindow(day.day, bounds), skip: fromOldest ? day.count - 1 - skip : skip, fromOldest };
+}
+
+/**
+ * The UTC days from `first` to `last` (YYYY-MM-DD, inclusive), a month at a time: the chunks in
+ * which the counts' check and repair go through a form's archive, so no statement spans more than
+ * a month of its rows (one partition) and nothing holds more than a month's days.
+ */
+export function monthsOfDays(first: string, last: string): string[][] {
+  const months: string[][] = [];
+  for (let at = dayStart(first).getTime(), end = dayStart(last).getTime(); at <= end; at += DAY_MS) {
+    const day = utcDay(new Date(at));
+    if (!months.length || months[months.length - 1][0].slice(0, 7) !== day.slice(0, 7)) months.push([]);
+    months[months.length - 1].push(day);
+  }
+  return months;
+}
+
+/**
+ * The oldest instant a page of `limit` rows from `offset` reaches, by the day counts (`days` newest
+ * first): the start of the day that holds its last row, or of the oldest day when the page runs to
+ * the end, never before the bounds' `from`; null when the days hold no row at `offset`. The page's
+ * statements bound `created_at` by it (and by its first day's end), so they plan and probe the
+ * months the page spans, not every month of the form's archive.
+ */
+export function pageLowerBound(days: DayCount[], offset: number, limit: number, bounds: TimeBounds): Date | null {
+  const total = days.reduce((sum, d) => sum + d.count, 0);
+  const last = locateOffset(days, Math.min(offset + limit, total) - 1);
+  if (!last || offset >= total) return null;
+  const start = dayStart(last.day.day);
+  return bounds.from && bounds.from > start ? bounds.from : start;
 }

@@ -3,6 +3,7 @@ import { FILES_OF_DELETED_SQL } from '../files/store';
 import { recordChangesSql } from './change-records';
 import { countDaysSql } from './day-counts';
 import { SUBMISSION_DELETED_TOPIC } from './fanout-store';
+import { idWindowParams, isOpenWindow, OPEN_WINDOW } from './partitions';
 
 /** Deleting a submission: its row (with its change record, its day's count and its files), the deletion's outbox row, the scrub of its ended deliveries. */
 
@@ -32,20 +33,35 @@ const DELETED_CHANGE_SQL = recordChangesSql('deleted_change', 'submission.delete
 /**
  * Deletes one submission of an organization; answers its id, form and form title (no row: nothing
  * deleted). Its day's count goes down and its files go `deleting` in the same statement; the
- * deletion job deletes their bytes.
+ * deletion job deletes their bytes. Parameters: id, organization, and the `created_at` window the
+ * row lies in (idWindowParams in partitions.ts), so the statement touches that month only.
  */
-export const DELETE_SUBMISSION_SQL = `
+export const DELETE_SUBMISSION_IN_WINDOW_SQL = `
 with gone as (
-  delete from submissions where id = ? and organization_id = ? returning id, organization_id, form_id, created_at
+  delete from submissions where id = ? and organization_id = ? and created_at >= ?::timestamptz and created_at < ?::timestamptz
+  returning id, organization_id, form_id, created_at
 ), ${DELETED_CHANGE_SQL}, ${countDaysSql('day_uncounted', 'select g.organization_id, g.form_id, g.created_at, -1 as delta from gone g')
 }, ${FILES_OF_DELETED_SQL}
 select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
-/** Deletes the row of DELETE_SUBMISSION_SQL; undefined when the organization has no such submission. */
+/** DELETE_SUBMISSION_IN_WINDOW_SQL over every month (parameters: id, organization). */
+export const DELETE_SUBMISSION_SQL = DELETE_SUBMISSION_IN_WINDOW_SQL
+  .replace('and created_at >= ?::timestamptz and created_at < ?::timestamptz', '');
+
+/**
+ * Deletes the row of DELETE_SUBMISSION_IN_WINDOW_SQL in its id's month; undefined when the
+ * organization has no such submission. A miss there looks again over every month, for a row stored
+ * before ids carried their time (findSubmissionRow in read-store.ts does the same).
+ */
 export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string)
   : Promise<{ id: string; form_id: string; form_title: string } | undefined> {
-  const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string }>>(DELETE_SUBMISSION_SQL, [submissionId, organizationId]);
-  return gone;
+  const window = idWindowParams(submissionId);
+  const run = async (w: [string, string]) => {
+    const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string }>>(
+      DELETE_SUBMISSION_IN_WINDOW_SQL, [submissionId, organizationId, ...w]);
+    return gone;
+  };
+  return await run(window) ?? (isOpenWindow(window) ? undefined : await run(OPEN_WINDOW));
 }
 
 /**

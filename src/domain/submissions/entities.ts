@@ -12,6 +12,8 @@ export class Submission {
   @Property({ type: 'text', nullable: true }) submitterEmail: string | null = null;
   @Property({ type: 'text', nullable: true }) submitterName: string | null = null;
   @Property({ type: 'string' }) source!: SubmissionSource;
+  /** The hosted page's language when it was submitted; null for API submissions. */
+  @Property({ type: 'text', nullable: true }) language: string | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
 }
 

@@ -3,6 +3,7 @@ import { Transform, type Readable } from 'node:stream';
 import QueryStream from 'pg-query-stream';
 import { withoutReadTimeout, type Orm } from '../../db/orm';
 import type { CachedForm } from '../forms/form-cache';
+import { fieldsOfAllVersions } from '../forms/store';
 import type { Field } from '../forms/types';
 import type { FileLink, FileLinks } from '../files/links';
 import { beginExportSql, exportRowsQuery } from './read-store';
@@ -32,6 +33,8 @@ interface ExportRow {
   submitter_email: string | null;
   submitter_name: string | null;
   created_at: Date;
+  /** Null (or absent): not recorded, stored before form versions. */
+  form_version?: number | null;
 }
 
 const FORMULA_START = /^[=+\-@\t\r]/;
@@ -54,18 +57,43 @@ function cellText(value: unknown): string {
   return String(value);
 }
 
-/** The fields that take values, in form order: the CSV's value columns. */
-export function exportFields(form: CachedForm): Field[] {
-  return form.structure.fields.filter((f) => f.type !== 'heading');
+/** A value column of the CSV: a field id and the label heading it. */
+export type ExportColumn = Pick<Field, 'id' | 'label'>;
+
+/** A field some version of the form had (fieldsOfAllVersions): its newest label, and where it was then. */
+export interface KeptField {
+  id: string;
+  label: string;
+  type: string;
+  version: number;
+  position: number;
 }
 
-export function csvHeader(fields: Field[]): string[] {
-  return ['id', 'createdAt', 'submitterEmail', 'submitterName', ...fields.map((f) => f.label)].map(neutralizeFormula);
+/**
+ * The CSV's value columns (pure): one per field id that any version of the form had, headed by the
+ * newest label it had; headings take no values. The current version's fields first, in form order,
+ * then the fields it no longer has, the most recently removed first, each in its last version's order.
+ */
+export function exportColumns(current: Field[], kept: KeptField[] = []): ExportColumn[] {
+  const now = new Set(current.map((f) => f.id));
+  const gone = kept.filter((f) => !now.has(f.id) && f.type !== 'heading')
+    .sort((a, b) => b.version - a.version || a.position - b.position);
+  return [...current.filter((f) => f.type !== 'heading'), ...gone].map(({ id, label }) => ({ id, label }));
 }
 
-export function csvRecord(row: ExportRow, fields: Field[], links: FileLinks): string[] {
+/** The fields that take values, in form order: the current version's value columns. */
+export function exportFields(form: CachedForm): ExportColumn[] {
+  return exportColumns(form.structure.fields);
+}
+
+export function csvHeader(fields: ExportColumn[]): string[] {
+  return ['id', 'createdAt', 'submitterEmail', 'submitterName', 'formVersion', ...fields.map((f) => f.label)].map(neutralizeFormula);
+}
+
+export function csvRecord(row: ExportRow, fields: ExportColumn[], links: FileLinks): string[] {
   const data = shownValues(row.data, links);
-  return [row.id, new Date(row.created_at).toISOString(), row.submitter_email, row.submitter_name, ...fields.map((f) => data[f.id])]
+  return [row.id, new Date(row.created_at).toISOString(), row.submitter_email, row.submitter_name, row.form_version,
+    ...fields.map((f) => data[f.id])]
     .map((value) => neutralizeFormula(cellText(value)));
 }
 
@@ -74,14 +102,13 @@ export function ndjsonLine(row: ExportRow, form: CachedForm, links: FileLinks): 
   const rawData = shownValues(row.data, links);
   return `${JSON.stringify({
     id: row.id, formId: form.id, formTitle: form.title, submitterEmail: row.submitter_email,
-    submitterName: row.submitter_name, createdAt: new Date(row.created_at).toISOString(),
+    submitterName: row.submitter_name, createdAt: new Date(row.created_at).toISOString(), formVersion: row.form_version ?? null,
     data: keyByLabel(rawData, form.structure.fields), rawData,
   })}\n`;
 }
 
 /** RFC 4180: CRLF between records; a field with a comma, quote, CR or LF is quoted, quotes doubled. */
-function csvEncoder(form: CachedForm, links: FileLinks): Transform[] {
-  const fields = exportFields(form);
+function csvEncoder(fields: ExportColumn[], links: FileLinks): Transform[] {
   const toRecord = new Transform({
     objectMode: true,
     transform(row: ExportRow, _enc, done) { done(null, csvRecord(row, fields, links)); },
@@ -106,10 +133,12 @@ function ndjsonEncoder(form: CachedForm, links: FileLinks): Transform[] {
  * destroying them (a client gone mid-stream) both give the connection back.
  */
 export async function openSubmissionExport(
-  orm: Orm, organizationId: string, form: CachedForm, format: ExportFormat, bounds: { from: Date | null; until: Date | null },
-  links: FileLinks,
+  orm: Orm, organizationId: string, form: CachedForm, format: ExportFormat,
+  bounds: { from: Date | null; until: Date | null; version?: number | null }, links: FileLinks,
 ): Promise<Readable[]> {
   const query = exportRowsQuery(organizationId, form.id, bounds);
+  // Read before a connection is taken for the cursor: one row per field any version had.
+  const columns = format === 'csv' ? exportColumns(form.structure.fields, await fieldsOfAllVersions(orm.em.fork(), organizationId, form.id)) : [];
 
   const pool = (orm.em.getConnection().getKnex() as any).client;
   const running = runningExports.get(pool) ?? 0;
@@ -136,7 +165,7 @@ export async function openSubmissionExport(
   rows.once('end', () => { finished = true; });
   // Whether the rows were read to the end, failed, or the client went away mid-stream.
   rows.once('close', () => { void giveBack(pool, connection, finished && !rows.errored); });
-  return [rows, ...(format === 'csv' ? csvEncoder(form, links) : ndjsonEncoder(form, links))];
+  return [rows, ...(format === 'csv' ? csvEncoder(columns, links) : ndjsonEncoder(form, links))];
 }
 
 /** A connection goes back to the pool only in a clean state; otherwise it is closed. */

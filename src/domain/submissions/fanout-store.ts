@@ -1,5 +1,6 @@
 import type { Em } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
+import { idWindowParams, isOpenWindow, OPEN_WINDOW } from './partitions';
 import {
   FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, webhookListensSql,
 } from '../webhooks/event-types';
@@ -21,6 +22,7 @@ export interface FanoutSourceRow {
   submitter_email: string | null;
   submitter_name: string | null;
   created_at: Date | string;
+  form_version: number | null;
   title: string;
   settings: Record<string, any>;
   fields: Array<{ id: string; label: string }>;
@@ -29,15 +31,22 @@ export interface FanoutSourceRow {
 
 /** The submission, its form, the form's field labels and the matching enabled webhooks, in one round trip. */
 export async function findSubmissionForFanout(tx: Em, submissionId: string): Promise<FanoutSourceRow | undefined> {
+  const window = idWindowParams(submissionId);
+  return await findForFanoutIn(tx, submissionId, window)
+    ?? (isOpenWindow(window) ? undefined : await findForFanoutIn(tx, submissionId, OPEN_WINDOW));
+}
+
+/** findSubmissionForFanout within a `created_at` window (idWindowParams in partitions.ts names the id's month). */
+async function findForFanoutIn(tx: Em, submissionId: string, window: [string, string]): Promise<FanoutSourceRow | undefined> {
   const [row] = await tx.execute<FanoutSourceRow[]>(
-    `select s.id, s.organization_id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title, f.settings,
+    `select s.id, s.organization_id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, s.form_version, f.title, f.settings,
             coalesce((select json_agg(json_build_object('id', ff.field_id, 'label', ff.label) order by ff.position, ff.pk)
                         from form_fields ff where ff.form_id = s.form_id), '[]') as fields,
             coalesce((select json_agg(w.id order by w.id) from webhooks w
                        where ${webhookListensSql('w', 's.organization_id', 's.form_id', '?::jsonb')}), '[]') as webhook_ids
        from submissions s join forms f on f.id = s.form_id
-      where s.id = ?`,
-    [JSON.stringify([SUBMISSION_CREATED]), submissionId],
+      where s.id = ? and s.created_at >= ?::timestamptz and s.created_at < ?::timestamptz`,
+    [JSON.stringify([SUBMISSION_CREATED]), submissionId, ...window],
   );
   return row;
 }
@@ -75,15 +84,17 @@ union all select 'sync', id from crm_syncs where submission_id = ? and status = 
 /**
  * Most forms have no webhook and no CRM integration: one statement decides that and marks the
  * outbox row processed, without opening a transaction. Anything to do, or already pending from an
- * earlier run, leaves the row for the full fan-out.
+ * earlier run, leaves the row for the full fan-out. $5 and $6 name the submission's month
+ * (idWindowParams): a row the window misses (stored before ids carried their time) goes to the full
+ * fan-out too, whose read looks over every month.
  */
 const NOTHING_TO_FAN_OUT_SQL = `
 update outbox set processed_at = now()
  where id = $1 and processed_at is null
-   and exists (select 1 from submissions where id = $2)
+   and exists (select 1 from submissions where id = $2 and created_at >= $5::timestamptz and created_at < $6::timestamptz)
    and not exists (
      select 1 from submissions s join forms f on f.id = s.form_id
-      where s.id = $2 and (
+      where s.id = $2 and s.created_at >= $5::timestamptz and s.created_at < $6::timestamptz and (
         case when jsonb_typeof(f.settings->'integrations') = 'array'
              then jsonb_array_length(f.settings->'integrations') > 0 else false end
         or exists (select 1 from webhooks w
@@ -95,7 +106,7 @@ returning id`;
 /** True when NOTHING_TO_FAN_OUT_SQL found nothing to do and marked the outbox row processed. */
 export async function markNothingToFanOut(em: Em, outboxId: string, submissionId: string, eventId: string): Promise<boolean> {
   const done = await preparedQuery(em, 'fanout_nothing_to_do', NOTHING_TO_FAN_OUT_SQL, [
-    outboxId, submissionId, JSON.stringify([SUBMISSION_CREATED]), eventId,
+    outboxId, submissionId, JSON.stringify([SUBMISSION_CREATED]), eventId, ...idWindowParams(submissionId),
   ]);
   return done.length > 0;
 }

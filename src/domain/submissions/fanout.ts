@@ -30,7 +30,7 @@ export function createdFanout(form: CachedForm, row: SubmissionRow, webhooks: nu
   if (webhooks <= 0) return { event: null, deliveryIds: [], syncs };
   const event = buildSubmissionEvent({ id: form.id, title: form.title }, {
     id: row.id, formId: row.formId, createdAt: row.createdAt, data: row.data,
-    submitterEmail: row.submitterEmail, submitterName: row.submitterName,
+    submitterEmail: row.submitterEmail, submitterName: row.submitterName, formVersion: row.formVersion ?? null,
   }, form.structure.fields);
   return { event: { id: event.id, payload: JSON.stringify(event) }, deliveryIds: Array.from({ length: webhooks }, () => newId('dlv')), syncs };
 }
@@ -58,7 +58,7 @@ async function load(tx: Em, submissionId: string): Promise<Loaded | null> {
   return {
     submission: {
       id: row.id, formId: row.form_id, createdAt: new Date(row.created_at), data: row.data,
-      submitterEmail: row.submitter_email, submitterName: row.submitter_name,
+      submitterEmail: row.submitter_email, submitterName: row.submitter_name, formVersion: row.form_version ?? null,
     },
     organizationId: row.organization_id, title: row.title, settings: row.settings, fields: row.fields, webhookIds: row.webhook_ids,
   };

@@ -1,6 +1,30 @@
 import type { Em } from '../../db/orm';
 import { markFilesOfSubmissionsBefore } from '../files/store';
-import { deleteDayCountsBefore } from './day-counts';
+import { timeWindowOfId } from '../../lib/ids';
+import { deleteDayCountsBefore, lockDayCountRepairs } from './day-counts';
+
+/**
+ * A submission's `created_at` window from the time inside its id (timeWindowOfId in ids.ts), as the
+ * two timestamptz parameters of `created_at >= ? and created_at < ?`: a statement by id that names
+ * them is planned on the id's month alone, where one without them plans and probes every month.
+ * Open for a text that is no time-ordered id.
+ */
+export function idWindowParams(submissionId: string): [string, string] {
+  const window = timeWindowOfId(submissionId);
+  return window ? [window.from.toISOString(), window.until.toISOString()] : OPEN_WINDOW;
+}
+
+/**
+ * The window that bounds nothing: for reading again, over every month, a row the id's window
+ * missed. Rows stored before ids were time-ordered (Migration20261123000500_partitions moved them
+ * with their random ids) have no time in their id; only a miss pays for them.
+ */
+export const OPEN_WINDOW: [string, string] = ['-infinity', 'infinity'];
+
+/** Whether `window` is OPEN_WINDOW (a miss in it is final). */
+export function isOpenWindow(window: [string, string]): boolean {
+  return window[0] === OPEN_WINDOW[0] && window[1] === OPEN_WINDOW[1];
+}
 
 /** Months of submission partitions kept ready beyond the current one. */
 export const PARTITION_MONTHS_AHEAD = 3;
@@ -21,14 +45,17 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
 /**
  * Drops every month of submissions that ended before the retention cutoff, partition by partition;
  * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete,
- * and their days leave the day counts with them.
+ * and their days leave the day counts with them, after the DETACH: it waits for every writer still
+ * in those months, so their counts are committed (or rolled back) when they are deleted, none is
+ * left behind, and no writer waits on a count row this transaction holds while it waits on them.
+ * A repair of the counts (repairFormDays) takes turns with it.
  */
 export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: number, now = new Date()): Promise<string[]> {
   const cutoff = retentionCutoff(retentionMonths, now);
   return dropSubmissionPartitionsBefore(em, cutoff, async (tx) => {
+    await lockDayCountRepairs(tx);
     await markFilesOfSubmissionsBefore(tx, cutoff);
-    await deleteDayCountsBefore(tx, cutoff);
-  });
+  }, (tx) => deleteDayCountsBefore(tx, cutoff));
 }
 
 /**
@@ -56,12 +83,14 @@ export async function createSubmissionPartitions(em: Em, now: Date, monthsAhead:
   });
 }
 
-/** Drops every monthly partition that ended before `cutoff`, after `beforeDrop` in the same transaction; names them. */
-export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date, beforeDrop?: (tx: Em) => Promise<unknown>): Promise<string[]> {
+/** Drops every monthly partition that ended before `cutoff`, between `beforeDrop` and `afterDrop` in the same transaction; names them. */
+export async function dropSubmissionPartitionsBefore(em: Em, cutoff: Date, beforeDrop?: (tx: Em) => Promise<unknown>,
+  afterDrop?: (tx: Em) => Promise<unknown>): Promise<string[]> {
   return withDdlLock(em, async (tx) => {
     await beforeDrop?.(tx);
     const rows = await tx.execute('select drop_submission_partitions_before(?::timestamptz) as name',
       [cutoff.toISOString()]);
+    await afterDrop?.(tx);
     return rows.map((r: any) => r.name as string);
   });
 }

@@ -1,7 +1,7 @@
 import type { Em } from '../../db/orm';
 import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays } from './day-counts';
-import { daySpan, locateOffset, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
+import { daySpan, locateOffset, pageLowerBound, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
@@ -11,7 +11,11 @@ export interface SubmissionRecord {
   data: Record<string, unknown>;
   submitterEmail: string | null;
   submitterName: string | null;
+  /** The hosted page's language; null for API submissions. */
+  language: string | null;
   createdAt: Date;
+  /** Null: stored before form versions were recorded (README "Form versions"). */
+  formVersion: number | null;
 }
 
 /** Which page of a form's submissions a list reads, within which bounds. */
@@ -23,7 +27,8 @@ export interface ListFilter extends TimeBounds {
 function toRecord(row: any): SubmissionRecord {
   return {
     id: row.id, formId: row.form_id, data: row.data, submitterEmail: row.submitter_email,
-    submitterName: row.submitter_name, createdAt: new Date(row.created_at),
+    submitterName: row.submitter_name, language: row.language ?? null, createdAt: new Date(row.created_at),
+    formVersion: row.form_version ?? null,
   };
 }
 
@@ -36,13 +41,16 @@ function toRecord(row: any): SubmissionRecord {
 export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
   : Promise<{ items: SubmissionRecord[]; total: number }> {
   const days = await countDays(em, organizationId, formId, filter);
-  const total = days.reduce((sum, d) => sum + d.count, 0);
+  const total = totalOf(days);
   const located = locateOffset(days, filter.offset);
   if (!located) return { items: [], total };
   const start = pageStart(located, filter);
-  let rows = await readSubmissionPage(em, organizationId, formId, { lower: filter.from, start, limit: filter.limit });
-  // The day lost rows between its count and the walk from its oldest: walk from its newest instead.
-  if (!rows.length && start.fromOldest) {
+  // The page's statements name the days it spans (and so their months) by the counts.
+  const lower = pageLowerBound(days, filter.offset, filter.limit, filter);
+  let rows = await readSubmissionPage(em, organizationId, formId, { lower, start, limit: filter.limit });
+  // The days lost rows between their counts and these reads (the walk from the oldest found no start,
+  // or the days spanned hold too few): walk from the newest, down to the filter's own bound.
+  if (rows.length < Math.min(filter.limit, total - filter.offset)) {
     rows = await readSubmissionPage(em, organizationId, formId, {
       lower: filter.from, start: { ...start, skip: located.skip, fromOldest: false }, limit: filter.limit,
     });
@@ -50,7 +58,21 @@ export async function listSubmissions(em: Em, organizationId: string, formId: st
   return { items: rows.map(toRecord), total };
 }
 
-/** The form's submissions per day within the bounds, newest first; partial days counted from their rows. */
+/**
+ * How many submissions of the form the bounds hold (none: all of them), read as the list reads its
+ * `pagination.total`: the one way totals are read, so the list and analytics agree even on a day
+ * whose count drifted (a day summing below zero counts as none in both).
+ */
+export async function countSubmissions(em: Em, organizationId: string, formId: string, bounds: TimeBounds = { from: null, until: null })
+  : Promise<number> {
+  return totalOf(await countDays(em, organizationId, formId, bounds));
+}
+
+function totalOf(days: DayCount[]): number {
+  return days.reduce((sum, d) => sum + d.count, 0);
+}
+
+/** The form's submissions per day within the bounds, newest first; partial days counted from their rows; days at or below zero left out. */
 async function countDays(em: Em, organizationId: string, formId: string, bounds: TimeBounds): Promise<DayCount[]> {
   if (bounds.from && bounds.until && bounds.from >= bounds.until) return [];
   const days = await readFormDays(em, organizationId, formId, daySpan(bounds));

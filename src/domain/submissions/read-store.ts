@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import type { FeedPosition } from './changes';
 import type { PageStart } from './day-windows';
+import { idWindowParams, isOpenWindow, OPEN_WINDOW } from './partitions';
 
 // The statements that read stored submissions: a page of the list (its counts are in
 // day-counts.ts), one submission with its form's title, the change feed and the export's cursor.
@@ -14,16 +15,21 @@ export interface SubmissionReadRow {
   data: Record<string, unknown>;
   submitter_email: string | null;
   submitter_name: string | null;
+  language: string | null;
   created_at: Date | string;
+  /** The form version it was validated against; null when not recorded (stored before versions). */
+  form_version: number | null;
 }
 
 /**
  * A page of the form's submissions, newest first: `limit` rows from `start` (day-windows.ts) on,
- * none before `lower`. The start row is found first, by an index-only walk over the window's index
- * entries (without organization_id, which the form's index lacks: the page's own scan filters by
- * it), and the page read from it: the skipped rows cost an index entry each, not a row. Walking
- * from the newest, the walk may go on past the window's oldest row (rows deleted since they were
- * counted); from the oldest it stays in the window, and finds no start then.
+ * none before `lower` (pageLowerBound: the start of the oldest day the page spans) nor after the
+ * start's day: both statements name the months they touch. The start row is found first, by an
+ * index-only walk over the window's index entries (without organization_id, which the form's index
+ * lacks: the page's own scan filters by it), and the page read from it: the skipped rows cost an
+ * index entry each, not a row. Walking from the newest, the walk may go on past the window's oldest
+ * row down to `lower` (rows deleted since they were counted); from the oldest it stays in the
+ * window, and finds no start then.
  */
 export async function readSubmissionPage(em: Em, organizationId: string, formId: string,
   page: { lower: Date | null; start: PageStart; limit: number }): Promise<SubmissionReadRow[]> {
@@ -40,23 +46,50 @@ export async function readSubmissionPage(em: Em, organizationId: string, formId:
     : [formId, start.until.toISOString(), ...lowerParam, start.skip];
   return em.getConnection().execute<SubmissionReadRow[]>(
     `with start as materialized (${startSql})
-     select id, form_id, data, submitter_email, submitter_name, created_at from submissions
-      where organization_id = ? and form_id = ? ${lower}
+     select id, form_id, data, submitter_email, submitter_name, language, created_at, form_version from submissions
+      where organization_id = ? and form_id = ? and created_at < ? ${lower}
         and created_at <= (select created_at from start)
         and (created_at < (select created_at from start) or id <= (select id from start))
       order by created_at desc, id desc limit ?`,
-    [...startParams, organizationId, formId, ...lowerParam, page.limit],
+    [...startParams, organizationId, formId, start.until.toISOString(), ...lowerParam, page.limit],
   );
 }
 
-/** One submission of the organization, with its form's title. */
+/**
+ * One submission of the organization, with its form's title. The statement names the id's month
+ * (idWindowParams in partitions.ts); a miss there is read again over every month, for a row stored
+ * before ids carried their time.
+ */
 export async function findSubmissionRow(em: Em, organizationId: string, submissionId: string)
   : Promise<(SubmissionReadRow & { form_title: string }) | undefined> {
-  const [row] = await em.getConnection().execute<Array<SubmissionReadRow & { form_title: string }>>(
-    `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.created_at, f.title as form_title
+  const window = idWindowParams(submissionId);
+  return await findSubmissionRowIn(em, organizationId, submissionId, window)
+    ?? (isOpenWindow(window) ? undefined : await findSubmissionRowIn(em, organizationId, submissionId, OPEN_WINDOW));
+}
+
+/**
+ * A submission's values and submitter email (a CRM sync's attempt reads them), in the id's month
+ * with the same fallback over every month on a miss as findSubmissionRow.
+ */
+export async function findSubmissionValues(em: Em, organizationId: string, submissionId: string)
+  : Promise<{ data: Record<string, unknown>; submitter_email: string | null } | undefined> {
+  const read = async (window: [string, string]) => (await em.getConnection().execute<Array<{ data: Record<string, unknown>; submitter_email: string | null }>>(
+    `select data, submitter_email from submissions
+      where id = ? and organization_id = ? and created_at >= ?::timestamptz and created_at < ?::timestamptz`,
+    [submissionId, organizationId, ...window]))[0];
+  const window = idWindowParams(submissionId);
+  return await read(window) ?? (isOpenWindow(window) ? undefined : await read(OPEN_WINDOW));
+}
+
+/** FIND_SUBMISSION_SQL's parameters: id, organization, the window's from and until. */
+export const FIND_SUBMISSION_SQL = `select s.id, s.form_id, s.data, s.submitter_email, s.submitter_name, s.language, s.created_at, s.form_version, f.title as form_title
        from submissions s join forms f on f.id = s.form_id
-      where s.id = ? and s.organization_id = ?`,
-    [submissionId, organizationId],
+      where s.id = ? and s.organization_id = ? and s.created_at >= ?::timestamptz and s.created_at < ?::timestamptz`;
+
+async function findSubmissionRowIn(em: Em, organizationId: string, submissionId: string, window: [string, string])
+  : Promise<(SubmissionReadRow & { form_title: string }) | undefined> {
+  const [row] = await em.getConnection().execute<Array<SubmissionReadRow & { form_title: string }>>(
+    FIND_SUBMISSION_SQL, [submissionId, organizationId, ...window],
   );
   return row;
 }
@@ -66,7 +99,7 @@ export async function readChangeRows(em: Em, organizationId: string, opts: { aft
   : Promise<any[]> {
   return em.getConnection().execute(
     `select c.xid::text as xid, c.position::text as position, c.type, c.submission_id, c.form_id, c.occurred_at,
-            s.id as live_id, s.submitter_email, s.submitter_name, s.created_at, s.data
+            s.id as live_id, s.submitter_email, s.submitter_name, s.created_at, s.data, s.form_version
        from submission_changes c
        left join submissions s
          on c.type = 'submission.created' and s.id = c.submission_id and s.organization_id = c.organization_id
@@ -84,14 +117,15 @@ export function beginExportSql(statementTimeoutMs: number): string {
 }
 
 /** The export's cursor: the form's submissions in the bounds, oldest first (positional parameters). */
-export function exportRowsQuery(organizationId: string, formId: string, bounds: { from: Date | null; until: Date | null })
+export function exportRowsQuery(organizationId: string, formId: string, bounds: { from: Date | null; until: Date | null; version?: number | null })
   : { text: string; values: unknown[] } {
   const where = ['organization_id = $1', 'form_id = $2'];
   const values: unknown[] = [organizationId, formId];
+  if (bounds.version) { values.push(bounds.version); where.push(`form_version = $${values.length}`); }
   if (bounds.from) { values.push(bounds.from.toISOString()); where.push(`created_at >= $${values.length}`); }
   if (bounds.until) { values.push(bounds.until.toISOString()); where.push(`created_at < $${values.length}`); }
   return {
-    text: `select id, data, submitter_email, submitter_name, created_at from submissions
+    text: `select id, data, submitter_email, submitter_name, created_at, form_version from submissions
         where ${where.join(' and ')} order by created_at, id`,
     values,
   };

@@ -40,11 +40,18 @@ export interface SubmissionRow {
   organizationId: string;
   formId: string;
   formUpdatedAt: Date;
+  /**
+   * The version of the form it was validated against (the cached form's, which the statement's
+   * `updated_at` check proves current: a replacement changes both); absent or null: not recorded.
+   */
+  formVersion?: number | null;
   month: string;
   data: Record<string, unknown>;
   submitterEmail: string | null;
   submitterName: string | null;
   source: SubmissionSource;
+  /** The hosted page's language (public submissions); null or absent for API submissions. */
+  language?: string | null;
   createdAt: Date;
   /** What it claims (CLAIM_KINDS): a payment intent, uploads; each at most once. */
   claims: Claim[];
@@ -161,8 +168,8 @@ export const CLAIMS_SPLIT = 'claims split';
 export function storeSubmissionsSql({ claims }: { claims: boolean }): string {
   return `
 with items as (
-  select x.* from jsonb_to_recordset($1::jsonb) as x(seq int, org text, form text, form_updated timestamptz, month text,
-         id text, data jsonb, email text, name text, source text, created timestamptz,
+  select x.* from jsonb_to_recordset($1::jsonb) as x(seq int, org text, form text, form_updated timestamptz, form_version int, month text,
+         id text, data jsonb, email text, name text, source text, language text, created timestamptz,
          idem_key text, idem_hash text, idem_body jsonb, idem_token text, event_id text, event text, dlv_ids text[], syncs jsonb,
          job_group text)
 )${claims ? `, item_claims as (
@@ -264,8 +271,8 @@ ${claims ? `), taken as (
    where u.organization_id = x.org and u.month = x.month and u.slot = x.slot
   returning x.org, x.month, x.take
 ), sub as (
-  insert into submissions (id, organization_id, form_id, data, submitter_email, submitter_name, source, created_at)
-  select i.id, i.org, i.form, i.data, i.email, i.name, i.source, i.created from items i join stored s using (seq)
+  insert into submissions (id, organization_id, form_id, form_version, data, submitter_email, submitter_name, source, language, created_at)
+  select i.id, i.org, i.form, i.form_version, i.data, i.email, i.name, i.source, i.language, i.created from items i join stored s using (seq)
    order by i.seq
   returning 1
 ), idem as (
@@ -351,8 +358,9 @@ export function storingStatement(rows: SubmissionRow[], options: StoringOptions 
  */
 export function storingItem(row: SubmissionRow, seq: number, jobGroup: string | null = null) {
   return {
-    seq, org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(), month: row.month,
-    id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, source: row.source,
+    seq, org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(), form_version: row.formVersion ?? null,
+    month: row.month,
+    id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, source: row.source, language: row.language ?? null,
     created: row.createdAt.toISOString(),
     idem_key: row.idempotency?.key ?? null, idem_hash: row.idempotency?.requestHash ?? null,
     idem_body: row.idempotency?.responseBody ?? null, idem_token: row.idempotency?.claimToken ?? null,

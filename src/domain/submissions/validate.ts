@@ -148,7 +148,7 @@ const validateSignature: Validator = (_field, value) =>
 
 const FILE_KEYS = ['name', 'type', 'size', 'dataUrl'];
 
-/** The §6 file object, its bytes inline as a data URL (up to the 1 MB body limit). */
+/** The file object of a file-upload field (openapi.yaml), its bytes inline as a data URL (up to the 1 MB body limit). */
 function inlineFileProblem(field: Field, value: Record<string, unknown>): string | null {
   const wellFormed = Object.keys(value).every((key) => FILE_KEYS.includes(key))
     && typeof value.name === 'string' && value.name.trim() !== ''

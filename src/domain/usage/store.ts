@@ -8,11 +8,19 @@ const ROLLUP_STATE_KEY = 'usage_rollup_from';
 /** Submissions commit a little after their created_at, so each run also looks this far behind the last one. */
 const ROLLUP_OVERLAP = `interval '5 minutes'`;
 
+// A day's slots are summed first and a day summing below zero (a deletion counted of a row stored
+// without counting, until the maintenance repairs it) counts as none, as the list reads its total
+// (countSubmissions in submissions/read-service.ts), never against the month's other days. The
+// counts of an organization deleted by hand outlive it (they have no foreign key): they are left
+// out, or the insert would break the roll-up for every organization.
 const RECOUNT = (formFilter: string) => `
   insert into usage_rollups as r (organization_id, form_id, month, submissions, updated_at)
-  select organization_id, form_id, to_char(day, 'YYYY-MM'), sum(count), now()
-    from submission_day_counts
-   where day >= (date_trunc('month', now() at time zone 'UTC') - interval '1 month')::date ${formFilter}
+  select organization_id, form_id, to_char(day, 'YYYY-MM'), sum(greatest(n, 0)), now()
+    from (select organization_id, form_id, day, sum(count) as n
+            from submission_day_counts
+           where day >= (date_trunc('month', now() at time zone 'UTC') - interval '1 month')::date ${formFilter}
+           group by 1, 2, 3) d
+   where exists (select from organizations o where o.id = d.organization_id)
    group by 1, 2, 3
   on conflict (organization_id, form_id, month)
   do update set submissions = excluded.submissions, updated_at = now()

@@ -2,7 +2,7 @@ import { unseal } from '../../lib/crypto';
 import { withFileLinks, type FileLinks } from '../files/links';
 import { annotate } from '../../lib/tracing';
 import { maxAttempts, type AttemptDeps } from '../outbound/attempt';
-import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from './store';
+import { failDelivery, findDeliveryForAttempt, holdDelivery, recordDeliveryAttempt } from './store';
 import { decideDelivery, type DeliveryDecision } from './policy';
 import { sendSigned, type SendResult } from './sender';
 
@@ -71,10 +71,18 @@ export async function attemptDelivery(
     return { kind: 'skipped', reason: 'webhook_disabled' };
   }
   // Waiting for the webhook's turn is not an attempt: nothing is recorded, the caller waits and comes back.
-  if (row.paused_for_ms) return { kind: 'throttled', reason: 'paused', waitMs: row.paused_for_ms + Math.floor(Math.random() * PAUSE_SPREAD_MS) };
+  // The row then shows when it will be tried (holdDelivery), which keeps the sweeps off it meanwhile.
+  if (row.paused_for_ms) {
+    const waitMs = row.paused_for_ms + Math.floor(Math.random() * PAUSE_SPREAD_MS);
+    await holdDelivery(em, row.id, waitMs, { paused: true });
+    return { kind: 'throttled', reason: 'paused', waitMs };
+  }
   if (row.throttle_rate !== null) {
     const waitMs = await deps.throttle.take(row.webhook_id, row.throttle_rate, row.id);
-    if (waitMs > 0) return { kind: 'throttled', reason: 'rate', waitMs };
+    if (waitMs > 0) {
+      await holdDelivery(em, row.id, waitMs);
+      return { kind: 'throttled', reason: 'rate', waitMs };
+    }
   }
 
   const result = await sendSigned(deps.config, {

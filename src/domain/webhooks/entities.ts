@@ -18,8 +18,13 @@ export class Webhook {
   @Property({ type: 'integer', nullable: true }) throttleRate: number | null = null;
   /** Until when a receiver's 429 with Retry-After holds the webhook's deliveries back. */
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) pausedUntil: Date | null = null;
-  /** Start of the current run of failed deliveries; cleared by any success. */
+  /**
+   * Start of the current run of failed deliveries: the first failure after a minute without a
+   * recorded success; cleared by any success (policy.ts, STREAK_QUIET_MS).
+   */
   @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) failingSince: Date | null = null;
+  /** When a delivery last succeeded, written at most every SUCCESS_MARK_MS (policy.ts). */
+  @Property({ type: 'datetime', columnType: 'timestamptz', nullable: true }) lastSuccessAt: Date | null = null;
   @Property({ type: 'datetime', columnType: 'timestamptz' }) createdAt: Date = new Date();
   @Property({ type: 'datetime', columnType: 'timestamptz' }) updatedAt: Date = new Date();
 }

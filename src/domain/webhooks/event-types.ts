@@ -8,7 +8,7 @@ export const SUBMISSION_DELETED = 'submission.deleted';
 export const FORM_SUBMISSION_DELETED = 'form.submission.deleted';
 
 /**
- * Operational events (CONTRACT §25): about the webhooks themselves, not about submissions. Subscribed
+ * Operational events (README "Webhooks"): about the webhooks themselves, not about submissions. Subscribed
  * and sent under these names; organization-wide webhooks only; never sent to the webhook they are about.
  */
 export const ENDPOINT_DISABLED = 'endpoint.disabled';

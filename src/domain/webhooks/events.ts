@@ -43,6 +43,8 @@ export interface SubmissionSnapshot {
   createdAt: Date;
   submitterEmail: string | null;
   submitterName: string | null;
+  /** The form version it was validated against; null (or absent) when not recorded. */
+  formVersion?: number | null;
   /** As stored: keyed by field id, sensitive values sealed. */
   data: Record<string, unknown>;
 }
@@ -54,8 +56,8 @@ export interface SubmissionEvent {
   data: {
     form: { id: string; title: string };
     submission: {
-      id: string; formId: string; createdAt: string; submitterEmail: string | null; submitterName: string | null;
-      data: Record<string, unknown>; rawData: Record<string, unknown>;
+      id: string; formId: string; formVersion: number | null; createdAt: string; submitterEmail: string | null;
+      submitterName: string | null; data: Record<string, unknown>; rawData: Record<string, unknown>;
     };
   };
 }
@@ -73,7 +75,7 @@ export function buildSubmissionEvent(form: { id: string; title: string }, submis
     data: {
       form: { id: form.id, title: form.title },
       submission: {
-        id: submission.id, formId: submission.formId, createdAt,
+        id: submission.id, formId: submission.formId, formVersion: submission.formVersion ?? null, createdAt,
         submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
         // keyByLabel reads nothing of a field but its id and label.
         data: keyByLabel(rawData, fields as Field[]), rawData,

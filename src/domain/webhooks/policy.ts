@@ -5,6 +5,23 @@ const DAY_MS = 86_400_000;
 /** A webhook whose deliveries have failed for longer than this (five days) is disabled. */
 export const AUTO_DISABLE_AFTER_MS = 5 * DAY_MS;
 
+/**
+ * The webhook row's failure streak, written only when it changes state, not on every attempt:
+ * - a success records `last_success_at` when it is older than SUCCESS_MARK_MS (or unset), and ends
+ *   a streak (clears `failing_since`) at once;
+ * - a failure starts a streak (`failing_since` = now) only when none is running and no success was
+ *   recorded in the last STREAK_QUIET_MS (a quiet minute); any other failure writes nothing.
+ * A receiver that fails now and then between successes thus never starts a streak, and its webhook
+ * row is written about twice a minute, not twice per failure. A streak still means "no success
+ * since": `failing_since` is the first failure recorded a quiet minute after the last recorded
+ * success, never before the run's first failure; after it by up to a minute for a busy webhook, and
+ * for one whose attempts are sparse by up to the gap to its next failed attempt (a retry delay: a
+ * run whose first failure falls in the quiet minute starts at the next). The auto-disable after
+ * AUTO_DISABLE_AFTER_MS and `endpoint.disabled`'s `failingSince` thus err late, never early.
+ */
+export const STREAK_QUIET_MS = 60_000;
+export const SUCCESS_MARK_MS = 30_000;
+
 export function failingTooLong(failingSince: Date | null, now: Date): boolean {
   return failingSince !== null && now.getTime() - failingSince.getTime() > AUTO_DISABLE_AFTER_MS;
 }
@@ -17,7 +34,7 @@ export type DeliveryDecision =
 
 /**
  * What to do after one webhook attempt. `failingSince` is when the webhook's current run of
- * failures began, before this attempt (null: this attempt starts it).
+ * failures began, before this attempt (null: none is running, see STREAK_QUIET_MS).
  */
 export function decideDelivery(facts: AttemptFacts & { failingSince: Date | null; now: Date }): DeliveryDecision {
   if (isSuccess(facts.statusCode)) return { kind: 'succeeded' };
@@ -52,5 +69,5 @@ export function pauseAfter(statusCode: number | null, retryAfterMs: number | nul
   return Math.min(retryAfterMs, MAX_PAUSE_MS);
 }
 
-/** The consecutive failed attempt of one delivery that raises `message.attempt.failing` (CONTRACT §25). */
+/** The consecutive failed attempt of one delivery that raises `message.attempt.failing` (README "Webhooks"). */
 export const FAILING_AT_ATTEMPT = 4;

@@ -5,7 +5,7 @@ import { nextAttemptAt, rowStatus } from '../outbound/attempt';
 import {
   ENDPOINT_DISABLED, MESSAGE_ATTEMPT_EXHAUSTED, MESSAGE_ATTEMPT_FAILING, MESSAGE_ATTEMPT_RECOVERED, OPERATIONAL_EVENTS,
 } from './event-types';
-import { FAILING_AT_ATTEMPT, pauseAfter, type DeliveryDecision } from './policy';
+import { AUTO_DISABLE_AFTER_MS, FAILING_AT_ATTEMPT, pauseAfter, STREAK_QUIET_MS, SUCCESS_MARK_MS, type DeliveryDecision } from './policy';
 import type { SendResult } from './sender';
 
 // The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
@@ -34,9 +34,28 @@ export interface DeliveryRow {
 }
 
 /**
- * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's failure
- * streak ended (written only when there is one, so deliveries to one busy webhook do not queue on
- * its row lock). Prepared, as nearly every attempt runs it or its batched form.
+ * Whether a success writes the webhook row `w`: to end its streak, or to record the success when
+ * the recorded one is older than SUCCESS_MARK_MS (policy.ts). Other successes leave the row alone,
+ * so deliveries to one busy webhook do not queue on its row lock.
+ */
+const SUCCESS_WRITES_SQL = (w: string) => `(${w}.failing_since is not null or ${w}.last_success_at is null
+  or ${w}.last_success_at < now() - interval '${SUCCESS_MARK_MS} milliseconds')`;
+
+/** Whether a failure starts the streak of webhook row `w`: none running, and no success recorded within STREAK_QUIET_MS. */
+const FAILURE_STARTS_STREAK_SQL = (w: string) => `(${w}.failing_since is null and (${w}.last_success_at is null
+  or ${w}.last_success_at < now() - interval '${STREAK_QUIET_MS} milliseconds'))`;
+
+/**
+ * Whether webhook row `w`'s streak is still older than AUTO_DISABLE_AFTER_MS (policy.ts) when the
+ * attempt is recorded: the decision to disable it was taken on the streak read before the attempt,
+ * and a success recorded meanwhile by another job (a receiver coming back) ended that streak.
+ */
+const STREAK_STILL_TOO_LONG_SQL = (w: string) => `(${w}.failing_since < now() - interval '${AUTO_DISABLE_AFTER_MS} milliseconds')`;
+
+/**
+ * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's success
+ * recorded and streak ended when SUCCESS_WRITES_SQL says so. Prepared, as nearly every attempt runs
+ * it or its batched form.
  */
 const RECORD_SUCCEEDED_SQL = `
   with d as (
@@ -47,7 +66,7 @@ const RECORD_SUCCEEDED_SQL = `
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
   )
-  update webhooks set failing_since = null where id = $10 and failing_since is not null`;
+  update webhooks w set failing_since = null, last_success_at = now() where w.id = $10 and ${SUCCESS_WRITES_SQL('w')}`;
 
 /** The ISO 8601 UTC text of a timestamptz expression, as the service writes dates. */
 const isoSql = (expr: string) => `to_char(${expr} at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -77,14 +96,18 @@ export function operationalDeliveriesSql(events: string, { notTo }: { notTo?: st
 
 /**
  * The `endpoint.disabled` events of the webhooks a statement just disabled: `disabled` names a CTE
- * with columns (id, organization_id, url, failing_since, reason), one row per webhook whose
- * `enabled` that statement turned from true to false, so each disabling is one event.
+ * with columns (id, organization_id, failing_since, reason), one row per webhook whose `enabled` that
+ * statement turned from true to false, so each disabling is one event. The event names the webhook
+ * (its id and form) and never carries its URL, which may hold a secret (README, "Operational events").
+ * The form is read from the statement's snapshot, where the row is as before the disabling (its form
+ * is unchanged by it).
  */
 export function endpointDisabledEventsSql(disabled: string): string {
   return `
   select x.event_id, '${ENDPOINT_DISABLED}'::text as type, x.organization_id, x.id as about,
          json_build_object('id', x.event_id, 'type', '${ENDPOINT_DISABLED}', 'createdAt', ${isoSql('now()')},
-           'data', json_build_object('webhookId', x.id, 'url', x.url, 'reason', x.reason, 'failingSince', ${isoSql('x.failing_since')}))::text as payload
+           'data', json_build_object('webhookId', x.id, 'formId', (select f.form_id from webhooks f where f.id = x.id), 'reason', x.reason,
+             'failingSince', ${isoSql('x.failing_since')}))::text as payload
     from (select y.*, 'evt_' || substr(y.id, 4) || '_disabled_' || floor(extract(epoch from now()) * 1000)::bigint as event_id from ${disabled} y) x`;
 }
 
@@ -100,7 +123,8 @@ const OPERATIONAL_TYPES_SQL = `(${OPERATIONAL_EVENTS.map((e) => `'${e}'`).join('
  * - `message.attempt.exhausted`: a failure that ends the schedule (the decision says so);
  * - `message.attempt.recovered`: a success after a failed attempt;
  * each only when the row was still pending (a second run of one job after it ended raises nothing),
- * and `endpoint.disabled` only when this statement turned the webhook off. Event ids derive from
+ * and `endpoint.disabled` only when this statement turned the webhook off (for a streak too long: only
+ * while the streak is still that old, STREAK_STILL_TOO_LONG_SQL). Event ids derive from
  * the delivery and its attempt count (or the webhook and the moment), the rows from the unique key.
  * $11: a 429's pause in ms or null; $12: 'succeeded' | 'failed' | 'disable'; $13: the disabling's
  * reason; $14: whether the schedule is used up.
@@ -117,17 +141,21 @@ const RECORD_ATTEMPT_SQL = `
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
   ), wh as (
-    update webhooks
-       set failing_since = case when $12::text = 'succeeded' then null else coalesce(failing_since, now()) end,
+    update webhooks w
+       set failing_since = case when $12::text = 'succeeded' then null
+                                when $12::text = 'disable' then coalesce(w.failing_since, now())
+                                when ${FAILURE_STARTS_STREAK_SQL('w')} then now()
+                                else w.failing_since end,
+           last_success_at = case when $12::text = 'succeeded' then now() else w.last_success_at end,
            paused_until = case when $11::int is null then paused_until
                                else greatest(coalesce(paused_until, now()), now() + $11::int * interval '1 millisecond') end,
            enabled = enabled and $12::text <> 'disable',
            updated_at = case when $12::text = 'disable' then now() else updated_at end
      where id = $10 and (
-       ($12::text = 'succeeded' and failing_since is not null)
-       or ($12::text = 'failed' and (failing_since is null or $11::int is not null))
-       or ($12::text = 'disable' and enabled))
-    returning id, organization_id, url, failing_since, $13::text as reason, $12::text = 'disable' as disabled
+       ($12::text = 'succeeded' and ${SUCCESS_WRITES_SQL('w')})
+       or ($12::text = 'failed' and (${FAILURE_STARTS_STREAK_SQL('w')} or $11::int is not null))
+       or ($12::text = 'disable' and enabled and ($13::text = 'gone' or ${STREAK_STILL_TOO_LONG_SQL('w')})))
+    returning id, organization_id, failing_since, $13::text as reason, $12::text = 'disable' as disabled
   ), k as (
     select '${MESSAGE_ATTEMPT_FAILING}' as type from d
      where $12::text <> 'succeeded' and d.old_status = 'pending' and d.attempts - d.retry_base = ${FAILING_AT_ATTEMPT}
@@ -169,9 +197,9 @@ const RECORD_SUCCEEDED_MANY_SQL = `
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select d.id, d.attempts, i.status_code, i.error, i.duration_ms, i.response_excerpt from d join i on i.id = d.id
   )
-  update webhooks set failing_since = null
-   where id in (select id from webhooks where id in (select webhook_id from i) and failing_since is not null order by id for no key update)
-     and failing_since is not null`;
+  update webhooks w set failing_since = null, last_success_at = now()
+   where w.id in (select x.id from webhooks x where x.id in (select webhook_id from i) and ${SUCCESS_WRITES_SQL('x')} order by x.id for no key update)
+     and ${SUCCESS_WRITES_SQL('w')}`;
 
 interface AttemptRecord { em: Em; row: DeliveryRow; result: SendResult; decision: DeliveryDecision; now: Date }
 
@@ -225,8 +253,8 @@ function batchOf<I, R>(map: WeakMap<object, TickBatch<I, R>>, em: Em, run: (item
 
 /**
  * The attempt, the delivery's summary and the webhook's failure streak change together, in one
- * statement. The webhook row is written only when its streak starts or ends, so deliveries to one
- * busy webhook do not queue on its row lock. Successful attempts recorded in the same turn of the
+ * statement. The webhook row is written only when its streak starts or ends or its last success is
+ * due to be recorded again (policy.ts), so deliveries to one busy webhook do not queue on its row lock. Successful attempts recorded in the same turn of the
  * event loop (concurrent jobs) share one statement: a statement's round trip to PostgreSQL was, at a
  * thousand deliveries a second, the largest part of a worker's CPU.
  */
@@ -256,6 +284,77 @@ async function findMany(items: Array<{ em: Em; id: string }>): Promise<Array<Del
  */
 export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promise<DeliveryRow | undefined> {
   return batchOf(findBatches, em, findMany).call({ em, id: deliveryId });
+}
+
+const HOLD_DELIVERIES_SQL = `
+  update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
+    from unnest($1::text[], $2::int[], $3::bool[]) as t(id, wait_ms, paused)
+   where w.id = t.id and w.status = 'pending'
+     and (not t.paused or exists (select 1 from webhooks h where h.id = w.webhook_id and h.paused_until > now()))`;
+
+type Hold = { em: Em; id: string; waitMs: number; paused: boolean };
+
+const holdBatches = new WeakMap<object, TickBatch<Hold, void>>();
+
+async function holdMany(items: Hold[]): Promise<void[]> {
+  await preparedQuery(items[0].em, 'hold_deliveries', HOLD_DELIVERIES_SQL, [
+    items.map((i) => i.id), items.map((i) => Math.ceil(i.waitMs)), items.map((i) => i.paused),
+  ]);
+  return items.map(() => undefined);
+}
+
+/**
+ * A delivery held back without an attempt (its webhook's throttleRate, a receiver's pause) carries
+ * the time it will be tried as its next attempt time: the delivery log shows it (`nextAttemptAt`)
+ * and the sweeps of owed work pass it by until then, so a held backlog never sits in front of
+ * another organization's lost enqueue. Holds of one turn of the event loop share one statement.
+ * A hold for a pause (`paused`) is written only while the pause still runs: one lifted meanwhile (a
+ * new URL, a retry, between this attempt's read and now) leaves the row due, and the sweep of owed
+ * work brings its job forward rather than letting it wait out a pause that is over.
+ */
+export async function holdDelivery(em: Em, deliveryId: string, waitMs: number, { paused = false } = {}): Promise<void> {
+  return batchOf(holdBatches, em, holdMany).call({ em, id: deliveryId, waitMs, paused });
+}
+
+/** Ends a receiver's pause of the webhook (paused_until, set by a 429's Retry-After); whether one was still running. */
+export async function liftWebhookPause(em: Em, organizationId: string, webhookId: string): Promise<boolean> {
+  const rows = await em.execute<Array<{ running: boolean }>>(
+    `update webhooks w set paused_until = null from (select id, paused_until > now() as running from webhooks where id = ? and organization_id = ? for update) o
+      where w.id = o.id and w.paused_until is not null returning o.running`,
+    [webhookId, organizationId],
+  );
+  return rows.some((r) => r.running);
+}
+
+/** Held rows one release makes due at most (bounded work per request: about a second of writing). */
+export const RELEASE_ROWS = 20_000;
+
+/**
+ * The webhook's held deliveries (pending and due later: the ones a pause or the throttle holds, and
+ * retries waiting their delay) made due now, up to RELEASE_ROWS of them (those due soonest) in one
+ * statement, skipping rows another call holds; answers the `limit` due soonest for the caller to
+ * queue. The others' rows are due now too, and the sweep of owed work brings their delayed jobs
+ * forward (Producer.requeue's `promoteDelayed`), so none waits out the old hold; past RELEASE_ROWS,
+ * the next release (or the hold's end) takes them. `awaitingFirstAttempt`: only those whose current
+ * schedule has made no attempt yet (waiting retries keep their delay).
+ */
+export async function releaseHeld(
+  em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
+): Promise<Array<{ id: string; jobGroup: string | null }>> {
+  const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
+    `with released as (
+       update webhook_deliveries w set next_attempt_at = now()
+         from (select id, next_attempt_at as was from webhook_deliveries
+                where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
+                  ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
+                order by next_attempt_at, id limit ${RELEASE_ROWS}
+                for update skip locked) h
+        where w.id = h.id and w.status = 'pending'
+        returning w.id, w.job_group, h.was)
+     select id, job_group from released order by was, id limit ${Number(limit)}`,
+    [webhookId, organizationId],
+  );
+  return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));
 }
 
 /** Ends a pending delivery without an attempt. */

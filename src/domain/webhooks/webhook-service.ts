@@ -10,7 +10,7 @@ import { buildTestEvent, normalizeEvents, WEBHOOK_TEST } from './events';
 import { isSuccess } from '../outbound/attempt';
 import { sendSigned } from './sender';
 import { operationalEventsRefusal } from './policy';
-import { lockOrganizationCountingWebhooks, resetFailedDeliveries } from './store';
+import { liftWebhookPause, lockOrganizationCountingWebhooks, releaseHeld, resetFailedDeliveries } from './store';
 
 export const SECRET_PREFIX = 'whsec_';
 /**
@@ -19,7 +19,7 @@ export const SECRET_PREFIX = 'whsec_';
  */
 const SECRET_LENGTH = 32;
 export const MAX_WEBHOOKS_PER_ORGANIZATION = 100;
-/** `throttleRate` bounds, deliveries a second (CONTRACT §25). */
+/** `throttleRate` bounds, deliveries a second (README "Webhooks"). */
 export const MIN_THROTTLE_RATE = 1;
 export const MAX_THROTTLE_RATE = 10_000;
 export const DEFAULT_ROTATION_GRACE_SECONDS = 86_400;
@@ -147,23 +147,43 @@ export async function findWebhook(em: Em, organizationId: string, webhookId: str
   return em.findOne(Webhook, { id: webhookId, organizationId });
 }
 
-/** Re-enabling clears the failure streak so the 5-day rule starts afresh. */
+export interface UpdatedWebhook {
+  webhook: Webhook;
+  /**
+   * Its held deliveries should go now (releaseHeldDeliveries): `all` when its pause was lifted,
+   * `first-attempts` when only its throttleRate changed (those waiting for a slot at the old rate;
+   * retries keep their delay), `none` otherwise.
+   */
+  releaseHeld: 'all' | 'first-attempts' | 'none';
+}
+
+/**
+ * Re-enabling clears the failure streak so the 5-day rule starts afresh. A new URL or `enabled:
+ * true` ends a receiver's pause (`pausedUntil`): the pause was that receiver's word, or the operator
+ * says the endpoint is back. Either, or a new throttleRate, asks the caller to release the deliveries
+ * held meanwhile, so they are tried (at the new rate) rather than waiting out the old hold.
+ */
 export async function updateWebhook(
   em: Em, organizationId: string, webhookId: string, patch: WebhookPatch, opts: { allowPrivate: boolean },
-): Promise<Webhook | null> {
+): Promise<UpdatedWebhook | null> {
   const webhook = await findWebhook(em, organizationId, webhookId);
   if (!webhook) return null;
   checkOperationalEvents(patch.events ?? webhook.events, patch.formId !== undefined ? patch.formId : webhook.formId);
   if (patch.formId !== undefined) await checkFormOfOrganization(em, organizationId, patch.formId);
   if (patch.url !== undefined) await checkTarget(patch.url, opts.allowPrivate);
   if (patch.enabled === true && !webhook.enabled) webhook.failingSince = null;
+  const liftsPause = (patch.url !== undefined && patch.url !== webhook.url) || patch.enabled === true;
+  const rateChanged = patch.throttleRate !== undefined && patch.throttleRate !== webhook.throttleRate;
+  // A pause that already ended held nothing back: lifting it releases nothing (retries keep their delay).
+  const wasPaused = webhook.pausedUntil !== null && webhook.pausedUntil > new Date();
+  if (liftsPause) webhook.pausedUntil = null;
   Object.assign(webhook, {
     ...patch,
     ...(patch.events ? { events: normalizeEvents(patch.events) } : {}),
     updatedAt: new Date(),
   });
   await em.flush();
-  return webhook;
+  return { webhook, releaseHeld: liftsPause && wasPaused ? 'all' : rateChanged ? 'first-attempts' : 'none' };
 }
 
 export async function deleteWebhook(em: Em, organizationId: string, webhookId: string): Promise<boolean> {
@@ -178,6 +198,25 @@ export async function listDeliveries(
   });
   return { items, total };
 }
+
+/**
+ * Ends a receiver's pause of the webhook (a manual retry or a recovery says: try now) and, when one
+ * was running, puts its held deliveries back to due now, all of them, answering at most RELEASE_BATCH for the caller to
+ * queue (their waiting jobs replaced by ones due now); the sweep of owed work brings the others' jobs
+ * forward. A delivery held by the throttle that comes back
+ * before its slot is told to wait for it again, so releasing never breaks the rate.
+ */
+export async function releaseHeldDeliveries(
+  em: Em, organizationId: string, webhookId: string, { liftPause, awaitingFirstAttempt = false }: { liftPause: boolean; awaitingFirstAttempt?: boolean },
+): Promise<Array<{ id: string; jobGroup: string | null }>> {
+  // Without a running pause there is nothing it held: retries waiting their delay keep it (releasing
+  // them would spend their attempts early on a receiver that may still fail).
+  if (liftPause && !(await liftWebhookPause(em, organizationId, webhookId))) return [];
+  return releaseHeld(em, organizationId, webhookId, RELEASE_BATCH, { awaitingFirstAttempt });
+}
+
+/** Released deliveries one call queues at most (those due soonest); the sweep of owed work brings the others' jobs forward. */
+export const RELEASE_BATCH = 1_000;
 
 /** Back to pending, due now, with a fresh retry schedule; the caller queues its job again. */
 export async function resetDeliveryForRetry(

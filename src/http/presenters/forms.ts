@@ -35,7 +35,9 @@ export function presentField(field: Field) {
 export function presentFormDetail(detail: FormDetail) {
   return {
     ...presentFormSummary(detail.form),
+    version: detail.version,
     settings: presentSettings(detail.form.settings),
+    translations: detail.form.translations ?? {},
     pages: detail.pages.map(presentPage),
     fields: detail.fields.map(presentField),
   };
@@ -48,5 +50,18 @@ export function presentSettings(settings: Settings): Settings {
     ...settings,
     integrations: settings.integrations.map((integration: any) =>
       integration && 'accessToken' in integration ? { ...integration, accessToken: MASKED_SECRET } : integration),
+  };
+}
+
+/** An item of a form's versions (GET /v1/forms/{id}/versions). */
+export function presentFormVersionItem(row: { version: number; created_at: Date | string; field_count: number }) {
+  return { version: row.version, createdAt: new Date(row.created_at).toISOString(), fieldCount: row.field_count };
+}
+
+/** One kept version: its pages and fields as they were. */
+export function presentFormVersion(row: { version: number; created_at: Date | string; pages: unknown[]; fields: unknown[] }) {
+  return {
+    version: row.version, createdAt: new Date(row.created_at).toISOString(),
+    pages: (row.pages as Page[]).map(presentPage), fields: (row.fields as Field[]).map(presentField),
   };
 }

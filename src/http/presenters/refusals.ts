@@ -1,5 +1,7 @@
+import type { PublicFormJson } from '../../domain/public/types';
 import type { PublicRefusal } from '../../domain/public/public-submission';
 import type { SubmissionRefusal } from '../../domain/submissions/create-submission';
+import type { CachedForm } from '../../domain/forms/form-cache';
 import { ApiError, errors } from '../errors';
 import { PublicError, publicErrors } from '../public-pipeline';
 
@@ -73,6 +75,14 @@ const REFUSALS: {
     api: () => new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request body'),
     public: () => publicErrors.internal(),
   },
+  // Only the public runtime takes `formVersion`; the body carries the current public form (publicRefusalError).
+  form_changed: {
+    api: (refusal) => new ApiError(409, 'form_changed', `The form changed (now version ${refusal.form.version}); submit again`),
+    public: () => new PublicError(409, {
+      success: false, error: 'form_changed',
+      message: 'The form changed since it was loaded; answer its current version and submit again',
+    }),
+  },
   idempotency_key_in_use: {
     api: () => new ApiError(409, 'idempotency_key_in_use',
       'A request with this Idempotency-Key is still in progress; retry shortly', undefined, { 'Retry-After': 1 }),
@@ -84,6 +94,9 @@ export function refusalToApiError(refusal: SubmissionRefusal): ApiError {
   return (REFUSALS[refusal.kind].api as (refusal: SubmissionRefusal) => ApiError)(refusal);
 }
 
-export function publicRefusalError(refusal: PublicRefusal): PublicError {
-  return (REFUSALS[refusal.kind].public as (refusal: PublicRefusal) => PublicError)(refusal);
+/** `toPublicForm` builds the current public form a `form_changed` refusal carries (publicFormBuilder). */
+export function publicRefusalError(refusal: PublicRefusal, toPublicForm?: (form: CachedForm) => PublicFormJson): PublicError {
+  const error = (REFUSALS[refusal.kind].public as (refusal: PublicRefusal) => PublicError)(refusal);
+  if (refusal.kind === 'form_changed' && toPublicForm) error.body.form = toPublicForm(refusal.form);
+  return error;
 }

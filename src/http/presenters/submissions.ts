@@ -8,8 +8,8 @@ import { refusalToApiError } from './refusals';
 /** A submission in a list: sensitive values redacted, files as links, keyed by field id. */
 export function presentSubmissionListItem(s: SubmissionRecord, links: FileLinks) {
   return {
-    id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName,
-    createdAt: s.createdAt.toISOString(), data: shownValues(s.data, links),
+    id: s.id, submitterEmail: s.submitterEmail, submitterName: s.submitterName, language: s.language,
+    createdAt: s.createdAt.toISOString(), formVersion: s.formVersion, data: shownValues(s.data, links),
   };
 }
 
@@ -18,8 +18,8 @@ export function presentSubmission(submission: SubmissionRecord & { formTitle: st
   const rawData = shownValues(submission.data, links);
   return {
     id: submission.id, formId: submission.formId, formTitle: submission.formTitle,
-    submitterEmail: submission.submitterEmail, submitterName: submission.submitterName,
-    createdAt: submission.createdAt.toISOString(),
+    submitterEmail: submission.submitterEmail, submitterName: submission.submitterName, language: submission.language,
+    createdAt: submission.createdAt.toISOString(), formVersion: submission.formVersion,
     data: keyByLabel(rawData, fields), rawData,
   };
 }

@@ -3,16 +3,18 @@ import type { Server } from 'restify';
 import type { AppContext } from '../../app';
 import { FORM_STATUSES } from '../../domain/forms/entities';
 import {
-  createForm, findForm, getFormDetail, listForms, loadStructure, replaceStructure, SlugTakenError, softDeleteForm,
+  createForm, findForm, formDetailOf, getFormDetail, listForms, replaceStructure, SlugTakenError, softDeleteForm,
   updateFormMetadata, type FormInput, type FormPatch,
 } from '../../domain/forms/form-service';
 import { UnresolvedMaskedToken } from '../../domain/forms/settings';
 import { normalizeStructure } from '../../domain/forms/structure';
+import { translationErrors, type FormTranslations } from '../../domain/forms/translations';
 import type { FormStructure } from '../../domain/forms/types';
 import { newId } from '../../lib/ids';
 import { errors } from '../errors';
 import { authenticated } from '../pipeline';
-import { presentFormDetail, presentFormSummary } from '../presenters/forms';
+import { findOrganizationFormVersion, listFormVersions } from '../../domain/forms/store';
+import { presentFormDetail, presentFormSummary, presentFormVersion, presentFormVersionItem } from '../presenters/forms';
 import { validate } from '../validation';
 import { formIdParam, settingsSchema } from './schemas';
 
@@ -31,6 +33,7 @@ const createSchema = Joi.object({
   pages: Joi.array(),
   fields: Joi.array(),
   settings: settingsSchema,
+  translations: Joi.any(),
 }).required();
 
 const updateSchema = Joi.object(metadata).min(1).required()
@@ -40,12 +43,21 @@ const structureSchema = Joi.object({
   pages: Joi.array().required(),
   fields: Joi.array().required(),
   settings: settingsSchema,
+  translations: Joi.any(),
 }).required();
 
 function structureOrFail(pages: unknown, fields: unknown): FormStructure {
   const result = normalizeStructure({ pages: pages ?? [], fields: fields ?? [] }, (prefix) => newId(prefix));
   if (!result.structure) throw errors.validation(result.errors, 'Form structure is invalid');
   return result.structure;
+}
+
+/** `translations` checked against the structure they translate (unknown ids, tags outside BCP 47: 400). */
+function translationsOrFail(translations: unknown, structure: FormStructure): FormTranslations | undefined {
+  if (translations === undefined) return undefined;
+  const problems = translationErrors(translations, structure);
+  if (problems.length) throw errors.validation(problems, 'Form translations are invalid');
+  return translations as FormTranslations;
 }
 
 function refusedFormWrite(err: unknown): never {
@@ -58,6 +70,16 @@ function refusedFormWrite(err: unknown): never {
 
 const formNotFound = () => errors.notFound('Form not found');
 
+/** Paged like the submissions list. */
+const versionsQuerySchema = Joi.object({
+  limit: Joi.number().integer().min(1).max(100).default(50),
+  offset: Joi.number().integer().min(0).max(2_147_483_647).default(0),
+}).unknown(true);
+
+const versionParamSchema = Joi.object({
+  version: Joi.number().integer().min(1).max(2_147_483_647).required().label('version'),
+}).unknown(true);
+
 export function registerFormRoutes(server: Server, app: AppContext): void {
   server.get('/v1/forms', authenticated(app, 'forms:read', async ({ em, organizationId }) => {
     const forms = await listForms(em, organizationId);
@@ -65,9 +87,10 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
   }));
 
   server.post('/v1/forms', authenticated(app, 'forms:write', async ({ em, organizationId, json }) => {
-    const input = validate<FormInput & { pages?: unknown[]; fields?: unknown[] }>(createSchema, json());
+    const input = validate<Omit<FormInput, 'translations'> & { pages?: unknown[]; fields?: unknown[]; translations?: unknown }>(createSchema, json());
     const structure = structureOrFail(input.pages, input.fields);
-    const detail = await createForm(em, organizationId, input, structure, app.encryptionKey).catch(refusedFormWrite);
+    const translations = translationsOrFail(input.translations, structure);
+    const detail = await createForm(em, organizationId, { ...input, translations }, structure, app.encryptionKey).catch(refusedFormWrite);
     return { status: 201, body: { form: presentFormDetail(detail) } };
   }));
 
@@ -86,19 +109,45 @@ export function registerFormRoutes(server: Server, app: AppContext): void {
     const form = await updateFormMetadata(em, organizationId, formId, patch).catch(refusedFormWrite);
     if (!form) throw formNotFound();
     app.forgetForm(formId);
-    return { status: 200, body: { form: presentFormDetail({ form, ...(await loadStructure(em, formId)) }) } };
+    return { status: 200, body: { form: presentFormDetail(await formDetailOf(em, form)) } };
   }));
 
   server.put(`/v1/forms/:formId/structure`, authenticated(app, 'forms:write', async ({ em, organizationId, req, json }) => {
     const body = json();
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw formNotFound();
-    const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any> }>(structureSchema, body);
+    const input = validate<{ pages: unknown[]; fields: unknown[]; settings?: Record<string, any>; translations?: unknown }>(structureSchema, body);
     const structure = structureOrFail(input.pages, input.fields);
-    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey).catch(refusedFormWrite);
+    const translations = translationsOrFail(input.translations, structure);
+    const detail = await replaceStructure(em.fork(), organizationId, formId, structure, input.settings, app.encryptionKey, translations)
+      .catch(refusedFormWrite);
     if (!detail) throw formNotFound();
     app.forgetForm(formId);
     return { status: 200, body: { form: presentFormDetail(detail) } };
+  }));
+
+  server.get(`/v1/forms/:formId/versions`, authenticated(app, 'forms:read', async ({ em, organizationId, req }) => {
+    const formId = formIdParam(req);
+    const form = formId && (await findForm(em, organizationId, formId));
+    if (!form) throw formNotFound();
+    const query = validate<{ limit: number; offset: number }>(versionsQuerySchema, req.query ?? {});
+    await formDetailOf(em, form); // the current structure is kept as a version before versions are listed
+    const { items, total } = await listFormVersions(em, organizationId, form.id, query);
+    return {
+      status: 200,
+      body: { versions: items.map(presentFormVersionItem), pagination: { limit: query.limit, offset: query.offset, total } },
+    };
+  }));
+
+  server.get(`/v1/forms/:formId/versions/:version`, authenticated(app, 'forms:read', async ({ em, organizationId, req }) => {
+    const formId = formIdParam(req);
+    const form = formId && (await findForm(em, organizationId, formId));
+    if (!form) throw formNotFound();
+    const { version } = validate<{ version: number }>(versionParamSchema, { version: req.params?.version });
+    await formDetailOf(em, form);
+    const kept = await findOrganizationFormVersion(em, organizationId, form.id, version);
+    if (!kept) throw errors.notFound('Form version not found');
+    return { status: 200, body: { version: presentFormVersion(kept) } };
   }));
 
   server.del(`/v1/forms/:formId`, authenticated(app, 'forms:write', async ({ em, organizationId, req }) => {

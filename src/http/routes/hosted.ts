@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { hostedPageCsp, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../hosted-page';
+import { hostedPageCsp, renderFailedPage, renderHostedPage, renderNotFoundPage, renderRateLimitedPage } from '../hosted-page';
 import { describeError } from '../pipeline';
 import { metrics } from '../../lib/metrics';
-import { admitPublicRequest, publicClientKey, publicFormBuilder } from '../public-admission';
+import { admitPublicRequest, publicClientKey, publicFormBuilder, requestLanguage, requestLanguageTag } from '../public-admission';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 import { serveAssets, sendText, type Asset } from '../static-assets';
@@ -39,13 +39,13 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
   const { publicRateLimitGet } = app.config;
 
   server.get('/f/:formId', async (req: Request, res: Response) => {
-    const notFound = () => sendText(res, 404, 'text/html; charset=utf-8', renderNotFoundPage(), { 'Cache-Control': 'no-store' });
+    const notFound = () => sendText(res, 404, 'text/html; charset=utf-8', renderNotFoundPage(requestLanguage(req, null)), { 'Cache-Control': 'no-store' });
     try {
       const { admission, headers } = await admitPublicRequest(app, clientKeyOf(req), formIdParam(req), { name: 'pub-page', limit: publicRateLimitGet });
       for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       if (!admission.ok && admission.kind === 'rate_limited') {
         metrics.rateLimitRejections.inc({ scope: 'public' });
-        return sendText(res, 429, 'text/html; charset=utf-8', renderRateLimitedPage(), {
+        return sendText(res, 429, 'text/html; charset=utf-8', renderRateLimitedPage(requestLanguage(req, null)), {
           'Cache-Control': 'no-store', 'Retry-After': String(admission.decision.retryAfter),
         });
       }
@@ -53,7 +53,8 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       const { form } = admission;
       // A nonce is only worth something if no two responses share it: never cache the page.
       const nonce = randomBytes(18).toString('base64');
-      const publicForm = toPublicForm(form);
+      const asked = requestLanguageTag(req, form);
+      const publicForm = toPublicForm(form, asked.language, asked.tag);
       const stripeJsUrl = publicForm.payments ? app.config.stripeJsUrl : null;
       const takesFiles = publicForm.fields.some((field) => field.type === 'file-upload' && !field.hidden);
       const html = renderHostedPage({
@@ -62,11 +63,11 @@ export function registerHostedRoutes(server: Server, app: AppContext): void {
       sendText(res, 200, 'text/html; charset=utf-8', html, {
         'Content-Security-Policy': hostedPageCsp(nonce, scriptUrl, stripeJsUrl, takesFiles ? await uploadsGoTo() : null),
         'Cache-Control': 'no-store',
+        'Content-Language': publicForm.language,
       });
     } catch (err) {
       app.logger.error({ err: describeError(err), reqId: requestState(req).requestId }, 'hosted page failed');
-      sendText(res, 500, 'text/html; charset=utf-8', '<!doctype html><title>Error</title><p>Something went wrong. Please reload the page.</p>',
-        { 'Cache-Control': 'no-store' });
+      sendText(res, 500, 'text/html; charset=utf-8', renderFailedPage(requestLanguage(req, null)), { 'Cache-Control': 'no-store' });
     }
   });
 

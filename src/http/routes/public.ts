@@ -1,6 +1,6 @@
 import type { Request, Response, Server } from 'restify';
 import type { AppContext } from '../../app';
-import { isAnalyticsEvent, recordAnalyticsEvent } from '../../domain/forms/analytics';
+import { AnalyticsEventWriter, isAnalyticsEvent } from '../../domain/forms/analytics';
 import type { CachedForm } from '../../domain/forms/form-cache';
 import { analyticsTokenKey, verifyAnalyticsToken } from '../../domain/public/analytics-token';
 import { createFormPaymentIntent } from '../../domain/payments/intents';
@@ -11,12 +11,16 @@ import { publicRefusalError } from '../presenters/refusals';
 import { rateLimitClientKey } from '../../lib/client-ip';
 import { metrics } from '../../lib/metrics';
 import { annotate } from '../../lib/tracing';
-import { admitPublicRequest, publicFormBuilder } from '../public-admission';
+import { admitPublicRequest, publicFormBuilder, requestLanguageTag } from '../public-admission';
+import { isLanguageTag } from '../../domain/forms/translations';
+import { isLanguage } from '../../domain/public/messages';
 import { clientIpResolver, publicPreflight, PublicError, publicErrors, publicRoute } from '../public-pipeline';
 import { formIdParam } from './schemas';
 import { requestState } from '../request-state';
 
 const PUBLIC_FORM_CACHE_CONTROL = 'public, max-age=30';
+/** What an event's body may hold (`POST /public/forms/{id}/events`). */
+const EVENT_KEYS: ReadonlySet<string> = new Set(['token', 'type', 'page']);
 /**
  * Payment intents one form may have made per minute, whoever asks: with many client addresses a
  * stranger still cannot make Stripe create intents without bound.
@@ -52,17 +56,34 @@ function parsedBodyOrNull(req: Request): unknown {
 
 export function registerPublicRoutes(server: Server, app: AppContext): void {
   const tokenKey = analyticsTokenKey(app.encryptionKey);
+  const analyticsEvents = AnalyticsEventWriter.forDatabase(() => app.orm.em.fork());
   const toPublicForm = publicFormBuilder(app);
   const { publicRateLimitGet, publicRateLimitPost } = app.config;
   const clientIp = clientIpResolver(app.config.trustedProxies);
   const clientKeyOf = (req: Request) => rateLimitClientKey(clientIp(req));
+  /** The current form a 409 form_changed carries, in the language the page was shown in (its `language`). */
+  const changedFormIn = (req: Request, body: unknown) => (changed: CachedForm) => {
+    const language = body && typeof body === 'object' ? (body as Record<string, unknown>).language : undefined;
+    if (isLanguage(language)) return toPublicForm(changed, language);
+    const asked = requestLanguageTag(req, changed);
+    return toPublicForm(changed, asked.language, asked.tag);
+  };
 
   server.opts('/public/forms/:formId', publicPreflight);
   server.opts('/public/forms/:formId/events', publicPreflight);
 
   server.get('/public/forms/:formId', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-get', limit: publicRateLimitGet });
-    return { status: 200, body: toPublicForm(form), headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL } };
+    const lang = req.query?.lang;
+    if (lang !== undefined && (typeof lang !== 'string' || !isLanguageTag(lang))) {
+      throw new PublicError(400, { success: false, error: 'invalid_lang', message: 'lang must be a BCP 47 language tag such as fr or fr-FR' });
+    }
+    // The answer depends on Accept-Language unless ?lang= names a language: caches keep one per header.
+    const asked = requestLanguageTag(req, form);
+    return {
+      status: 200, body: toPublicForm(form, asked.language, asked.tag),
+      headers: { 'Cache-Control': PUBLIC_FORM_CACHE_CONTROL, Vary: 'Accept-Language' },
+    };
   }));
 
   server.opts('/public/forms/:formId/check', publicPreflight);
@@ -74,7 +95,7 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
       const form = await admittedFormOrRefusal(app, req, res, rateLimitClientKey(remoteIp), { name: 'pub-post', limit: publicRateLimitPost });
       const body = parseJsonBody(req);
       const result = await submitPublicForm(app, { formId: form.id, body, remoteIp });
-      if (!result.ok) throw publicRefusalError(result.refusal);
+      if (!result.ok) throw publicRefusalError(result.refusal, changedFormIn(req, body));
       return { status: 200, body: { success: true, submissionId: result.submissionId }, headers: { 'Cache-Control': 'no-store' } };
     } catch (err) {
       // No one is charged without a stored submission: a payment this refusal strands is refunded now.
@@ -89,8 +110,9 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
 
   server.post('/public/forms/:formId/check', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-post', limit: publicRateLimitPost });
-    const result = await checkPublicSubmission(app, { formId: form.id, body: parseJsonBody(req) });
-    if (!result.ok) throw publicRefusalError(result.refusal);
+    const body = parseJsonBody(req);
+    const result = await checkPublicSubmission(app, { formId: form.id, body });
+    if (!result.ok) throw publicRefusalError(result.refusal, changedFormIn(req, body));
     return { status: 200, body: { success: true }, headers: { 'Cache-Control': 'no-store' } };
   }));
 
@@ -119,10 +141,18 @@ export function registerPublicRoutes(server: Server, app: AppContext): void {
   server.post('/public/forms/:formId/events', publicRoute(app, async (req: Request, res: Response) => {
     const form = await admittedFormOrRefusal(app, req, res, clientKeyOf(req), { name: 'pub-evt', limit: publicRateLimitGet });
     const body = parseJsonBody(req);
-    const { token, type } = (body && typeof body === 'object' ? body : {}) as Record<string, unknown>;
+    const event = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+    const { token, type, page } = event;
     if (!verifyAnalyticsToken(tokenKey, token, form.id)) throw new PublicError(400, { success: false, error: 'invalid_token' });
-    if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete');
-    await recordAnalyticsEvent(app.orm.em.fork(), form.id, type);
+    // Only counters are kept: no answer, no address; a body of anything else is refused.
+    const extra = Object.keys(event).filter((key) => !EVENT_KEYS.has(key));
+    if (extra.length) throw publicErrors.invalidData(`unknown properties: ${extra.slice(0, 5).map((key) => key.slice(0, 40)).join(', ')}`);
+    if (!isAnalyticsEvent(type)) throw publicErrors.invalidData('type must be one of view, start, complete, page');
+    if (type === 'page' && !(typeof page === 'string' && form.structure.pages.some((p) => p.id === page))) {
+      throw publicErrors.invalidData('page must be the id of one of the form\'s pages');
+    }
+    if (type !== 'page' && page !== undefined) throw publicErrors.invalidData('page goes only with type page');
+    await analyticsEvents.record(form.id, type, { pageId: type === 'page' ? page as string : undefined });
     return { status: 204 };
   }));
 }

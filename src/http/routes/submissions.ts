@@ -22,16 +22,11 @@ import { refusalToApiError } from '../presenters/refusals';
 import { presentBatchItem, presentSubmission, presentSubmissionListItem } from '../presenters/submissions';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
-import { FORM_ID, formIdParam, submissionIdParam } from './schemas';
+import { dateOrDateTime, FORM_ID, formIdParam, submissionIdParam } from './schemas';
+import { isDateOnly, LAST_INSTANT, parseUtcInstant } from '../../lib/dates';
 
-const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
-
-/** Kept as sent (no conversion): whether it was a date alone decides the day semantics. */
-const isoDate = Joi.string().custom((value: string, helpers) =>
-  Number.isNaN(Date.parse(value)) || !/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value)
-    ? helpers.message({ custom: '{{#label}} must be an ISO 8601 date or date-time' })
-    : value);
+const isoDate = dateOrDateTime;
 
 const listQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),
@@ -42,6 +37,7 @@ const listQuerySchema = Joi.object({
 
 const exportQuerySchema = Joi.object({
   format: Joi.string().valid('csv', 'ndjson').required(),
+  version: Joi.number().integer().min(1).max(2_147_483_647),
   startDate: isoDate,
   endDate: isoDate,
 }).unknown(true);
@@ -55,10 +51,11 @@ const changesQuerySchema = Joi.object({
 
 /** A date alone covers its whole UTC day; a date-time is exact. */
 export function dateBounds(startDate?: string, endDate?: string): { from: Date | null; until: Date | null } {
-  const from = startDate ? new Date(DATE_ONLY.test(startDate) ? `${startDate}T00:00:00Z` : startDate) : null;
-  const until = endDate
-    ? new Date(DATE_ONLY.test(endDate) ? Date.parse(`${endDate}T00:00:00Z`) + DAY_MS : Date.parse(endDate) + 1)
-    : null;
+  const from = startDate ? parseUtcInstant(startDate) : null;
+  const end = endDate ? parseUtcInstant(endDate) : null;
+  const untilMs = end && endDate ? end.getTime() + (isDateOnly(endDate) ? DAY_MS : 1) : null;
+  // No row is stored after year 9999: an end past it is no bound (and could not be written as one).
+  const until = untilMs !== null && untilMs <= LAST_INSTANT ? new Date(untilMs) : null;
   return { from, until };
 }
 
@@ -157,10 +154,13 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
   server.get('/v1/forms/:formId/submissions/export', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
-    const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string }>(exportQuerySchema, req.query ?? {});
+    const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string; version?: number }>(exportQuerySchema, req.query ?? {});
     const form = await app.formCache.get(formId, true);
     if (!form || form.organizationId !== organizationId) throw errors.notFound('Form not found');
-    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, dateBounds(query.startDate, query.endDate), app.files.links)
+    // Read fresh, the form's version is its newest: versions are kept from 1 up with none skipped.
+    if (query.version && query.version > form.version) throw errors.notFound('Form version not found');
+    const bounds = { ...dateBounds(query.startDate, query.endDate), version: query.version ?? null };
+    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, bounds, app.files.links)
       .catch((err) => {
         if (err instanceof ExportCapacityReached) throw errors.serviceUnavailable('Too many exports are running; retry shortly');
         throw err;

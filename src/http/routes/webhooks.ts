@@ -5,7 +5,7 @@ import type { Em } from '../../db/orm';
 import { EVENT_ALIASES } from '../../domain/webhooks/events';
 import { requeueDelivery } from '../../domain/webhooks/jobs';
 import {
-  createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, resetDeliveryForRetry,
+  createWebhook, deleteWebhook, findWebhook, listDeliveries, listWebhooks, releaseHeldDeliveries, resetDeliveryForRetry,
   checkFormOfOrganization, sendTestEvent, UnsafeWebhookTarget, updateWebhook, WebhookFormNotFound,
   WebhookLimitReached, rotateWebhookSecret, recoverFailedDeliveries, DEFAULT_ROTATION_GRACE_SECONDS,
   MAX_ROTATION_GRACE_SECONDS, MAX_THROTTLE_RATE, MIN_THROTTLE_RATE, OperationalEventsNeedOrganizationWide, type WebhookInput, type WebhookPatch,
@@ -14,7 +14,7 @@ import { ApiError, errors } from '../errors';
 import { presentDelivery, presentWebhook } from '../presenters/webhooks';
 import { authenticated } from '../pipeline';
 import { validate } from '../validation';
-import { FORM_ID } from './schemas';
+import { FORM_ID, utcDateTime } from './schemas';
 
 const WEBHOOK_ID = /^wh_[a-zA-Z0-9]+$/;
 const DELIVERY_ID = /^dlv_[a-zA-Z0-9]+$/;
@@ -47,11 +47,13 @@ const rotateSchema = Joi.object({
   graceSeconds: Joi.number().integer().min(0).max(MAX_ROTATION_GRACE_SECONDS).default(DEFAULT_ROTATION_GRACE_SECONDS),
 }).required();
 
-const dateTime = Joi.date().iso().messages({ 'date.format': '{{#label}} must be an ISO 8601 date-time' });
 const recoverSchema = Joi.object({
-  since: dateTime.required(),
-  until: dateTime.greater(Joi.ref('since')),
-}).required();
+  since: utcDateTime.required(),
+  until: utcDateTime,
+}).required().custom((window: { since: Date; until?: Date }, helpers) =>
+  window.until && window.until.getTime() <= window.since.getTime()
+    ? helpers.message({ custom: '"until" must be later than "since"' })
+    : window);
 
 const pageQuerySchema = Joi.object({
   limit: Joi.number().integer().min(1).max(100).default(50),
@@ -139,9 +141,14 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     if (!id || !(await findWebhook(em, organizationId, id))) throw webhookNotFound();
     await formOfBodyOrNotFound(em, organizationId, body);
     const patch = validate<WebhookPatch>(updateSchema, body);
-    const webhook = await updateWebhook(em, organizationId, id, patch, targetPolicy).catch(translateRefusal);
-    if (!webhook) throw webhookNotFound();
-    return { status: 200, body: { webhook: presentWebhook(webhook) } };
+    const updated = await updateWebhook(em, organizationId, id, patch, targetPolicy).catch(translateRefusal);
+    if (!updated) throw webhookNotFound();
+    if (updated.releaseHeld !== 'none') {
+      const released = await releaseHeldDeliveries(em, organizationId, id, { liftPause: false, awaitingFirstAttempt: updated.releaseHeld === 'first-attempts' });
+      // The change is stored; deliveries the queue cannot take now are the sweep's once due.
+      await queueDeliveriesNow(app, released).catch(() => undefined);
+    }
+    return { status: 200, body: { webhook: presentWebhook(updated.webhook) } };
   }));
 
   server.del('/v1/webhooks/:webhookId', authenticated(app, 'webhooks:write', async ({ em, organizationId, req }) => {
@@ -164,7 +171,9 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     if (!webhookId || !(await findWebhook(em, organizationId, webhookId))) throw webhookNotFound();
     const delivery = deliveryId && (await resetDeliveryForRetry(em, organizationId, webhookId, deliveryId));
     if (!delivery) throw errors.notFound('Delivery not found');
-    await queueDeliveryNow(app, delivery).catch(() => { throw queueUnavailable(); });
+    // Retrying says the receiver is back: its pause ends and what it held goes too.
+    const released = await releaseHeldDeliveries(em, organizationId, webhookId, { liftPause: true });
+    await queueDeliveriesNow(app, [delivery, ...released.filter((d) => d.id !== delivery.id)]).catch(() => { throw queueUnavailable(); });
     return { status: 202, body: { delivery: presentDelivery(delivery) } };
   }));
 
@@ -193,7 +202,8 @@ export function registerWebhookRoutes(server: Server, app: AppContext): void {
     const window = validate<{ since: Date; until?: Date }>(recoverSchema, body);
     if (!webhook.enabled) throw new ApiError(409, 'webhook_disabled', 'The webhook is disabled; enable it before recovering its deliveries');
     const recovered = await recoverFailedDeliveries(em, organizationId, webhook.id, { since: window.since, until: window.until ?? new Date() });
-    await queueDeliveriesNow(app, recovered).catch(() => { throw queueUnavailable(); });
+    const released = await releaseHeldDeliveries(em, organizationId, webhook.id, { liftPause: true });
+    await queueDeliveriesNow(app, [...recovered, ...released]).catch(() => { throw queueUnavailable(); });
     return { status: 202, body: { queued: recovered.length } };
   }));
 

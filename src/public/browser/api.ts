@@ -1,18 +1,34 @@
 // Calls from the hosted page to the public runtime (same origin as the page).
-import { failureMessage, NETWORK_FAILURE, UPLOAD_STALLED, uploadFailureMessage } from './values';
+import type { PublicFormJson } from '../../domain/public/types';
+import { language, problemText, t } from './i18n';
+import { failureMessage, networkFailure, uploadFailureMessage, uploadStalled } from './values';
 
-export type AnalyticsEvent = 'view' | 'start' | 'complete';
+/** A server's message in the page's language: the validator's own are translated; others, on a page not in English, give way to `fallback`. */
+function localized(message: string, fallback: string): string {
+  const shown = problemText(message);
+  return shown === message && language() !== 'en' ? fallback : shown;
+}
+
+export type AnalyticsEvent = 'view' | 'start' | 'complete' | 'page';
 
 export interface SubmissionBody {
   values: Record<string, unknown>;
   submitterEmail?: string;
   submitterName?: string;
+  /** The version of the form the answers were given to (the public form's `version`). */
+  formVersion?: number;
   captchaToken?: string;
+  /** The page's language, recorded with the submission. */
+  language?: string;
 }
+
+/** 409 form_changed: the form's current version, which did not accept answers given to an older one. */
+export type FormChanged = { kind: 'form-changed'; form: PublicFormJson };
 
 export type SubmitOutcome =
   | { kind: 'success'; submissionId: string }
   | { kind: 'field-errors'; errors: Record<string, string> }
+  | FormChanged
   | { kind: 'failed'; message: string };
 
 const SUBMIT_TIMEOUT_MS = 30000;
@@ -22,9 +38,9 @@ function formPath(formId: string): string {
 }
 
 /** Fire-and-forget: analytics must never delay or break the form. */
-export function sendEvent(formId: string, token: string, type: AnalyticsEvent): void {
+export function sendEvent(formId: string, token: string, type: AnalyticsEvent, page?: string): void {
   const url = `${formPath(formId)}/events`;
-  const body = JSON.stringify({ token, type });
+  const body = JSON.stringify(page === undefined ? { token, type } : { token, type, page });
   try {
     if (navigator.sendBeacon && navigator.sendBeacon(url, new Blob([body], { type: 'application/json' }))) return;
   } catch {
@@ -38,7 +54,7 @@ function stringErrors(errors: unknown): Record<string, string> | null {
   if (!errors || typeof errors !== 'object' || Array.isArray(errors)) return null;
   const result: Record<string, string> = {};
   for (const [fieldId, message] of Object.entries(errors)) {
-    result[fieldId] = typeof message === 'string' ? message : 'This answer was not accepted.';
+    result[fieldId] = typeof message === 'string' ? localized(message, t('answerNotAccepted')) : t('answerNotAccepted');
   }
   return result;
 }
@@ -46,6 +62,7 @@ function stringErrors(errors: unknown): Record<string, string> | null {
 export type CheckOutcome =
   | { kind: 'success' }
   | { kind: 'field-errors'; errors: Record<string, string> }
+  | FormChanged
   | { kind: 'failed'; message: string };
 
 async function postJson(path: string, body: unknown): Promise<{ response: Response; payload: any } | null> {
@@ -67,7 +84,11 @@ async function postJson(path: string, body: unknown): Promise<{ response: Respon
 }
 
 /** A refusal in the page's terms: a 422 becomes messages per field, anything else one message. */
-function refusal(response: Response, payload: any): { kind: 'field-errors'; errors: Record<string, string> } | { kind: 'failed'; message: string } {
+function refusal(response: Response, payload: any)
+  : { kind: 'field-errors'; errors: Record<string, string> } | FormChanged | { kind: 'failed'; message: string } {
+  if (response.status === 409 && payload && payload.error === 'form_changed' && payload.form && Array.isArray(payload.form.fields)) {
+    return { kind: 'form-changed', form: payload.form as PublicFormJson };
+  }
   const errors = response.status === 422 ? stringErrors(payload && payload.errors) : null;
   if (errors && Object.keys(errors).length) return { kind: 'field-errors', errors };
   return { kind: 'failed', message: failureMessage(response.status, response.headers.get('Retry-After')) };
@@ -75,7 +96,7 @@ function refusal(response: Response, payload: any): { kind: 'field-errors'; erro
 
 export async function postSubmission(formId: string, body: SubmissionBody): Promise<SubmitOutcome> {
   const answer = await postJson(formPath(formId), body);
-  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  if (!answer) return { kind: 'failed', message: networkFailure() };
   const { response, payload } = answer;
   if (response.ok && payload && payload.success === true && typeof payload.submissionId === 'string') {
     return { kind: 'success', submissionId: payload.submissionId };
@@ -87,7 +108,7 @@ export async function postSubmission(formId: string, body: SubmissionBody): Prom
 export async function postCheck(formId: string, body: SubmissionBody): Promise<CheckOutcome> {
   const { captchaToken: _token, ...unchallenged } = body;
   const answer = await postJson(`${formPath(formId)}/check`, unchallenged);
-  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  if (!answer) return { kind: 'failed', message: networkFailure() };
   const { response, payload } = answer;
   if (response.ok && payload && payload.success === true) return { kind: 'success' };
   return refusal(response, payload);
@@ -106,7 +127,7 @@ export async function createPaymentIntent(formId: string, fieldId: string): Prom
   return { paymentIntentId: payload.paymentIntentId, clientSecret: payload.clientSecret };
 }
 
-/** Where the bytes of an upload go (CONTRACT §20): a presigned URL, or the service's own upload URL. */
+/** Where the bytes of an upload go (README "Files"): a presigned URL, or the service's own upload URL. */
 export interface UploadTicket {
   uploadId: string;
   url: string;
@@ -143,15 +164,17 @@ function ticketOf(payload: any): UploadTicket | null {
 /** Asks the service where to send a file's bytes; the declared name, type and size are checked there. */
 export async function requestUpload(formId: string, upload: UploadRequest): Promise<TicketOutcome> {
   const answer = await postJson(`${formPath(formId)}/uploads`, upload);
-  if (!answer) return { kind: 'failed', message: NETWORK_FAILURE };
+  if (!answer) return { kind: 'failed', message: networkFailure() };
   const { response, payload } = answer;
   const ticket = response.status === 201 ? ticketOf(payload) : null;
   if (ticket) return { kind: 'ticket', ticket };
   if (response.status === 400 || response.status === 422) {
     const onField = payload && payload.errors && typeof payload.errors[upload.fieldId] === 'string' ? payload.errors[upload.fieldId] : null;
     const message = onField ?? (payload && typeof payload.message === 'string' ? payload.message : null);
-    if (!message) return { kind: 'refused', message: `${upload.name} can't be attached to this question.` };
-    return { kind: 'refused', message: message.includes(upload.name) ? message : `${upload.name}: ${message}` };
+    const cantAttach = t('cantAttach', { name: upload.name });
+    if (!message) return { kind: 'refused', message: cantAttach };
+    const shown = localized(message, cantAttach);
+    return { kind: 'refused', message: shown.includes(upload.name) ? shown : `${upload.name}: ${shown}` };
   }
   if (response.status === 404) return { kind: 'refused', message: failureMessage(404) };
   return { kind: 'failed', message: uploadFailureMessage(response.status, response.headers.get('Retry-After')) };
@@ -190,7 +213,7 @@ export function sendUpload(ticket: UploadTicket, file: Blob, progress: (sent: nu
     xhr.addEventListener('load', () => (xhr.status >= 200 && xhr.status < 300 ? settle({ kind: 'sent' }) : failed(xhr.status)));
     xhr.addEventListener('error', () => failed(0));
     xhr.addEventListener('timeout', () => failed(0));
-    xhr.addEventListener('abort', () => (stalled ? settle({ kind: 'failed', status: 0, message: UPLOAD_STALLED }) : failed(0)));
+    xhr.addEventListener('abort', () => (stalled ? settle({ kind: 'failed', status: 0, message: uploadStalled() }) : failed(0)));
   });
   xhr.open(ticket.method || 'PUT', ticket.url);
   for (const [name, value] of Object.entries(ticket.headers)) {

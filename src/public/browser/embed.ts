@@ -2,7 +2,7 @@
 // puts the hosted page of the form in an iframe right after the tag, sizes it to its content and
 // announces completion with a `formservice:submitted` DOM event (cancelable: cancelling it stops
 // the redirect the form may be configured with).
-import { safeRedirectUrl } from './values';
+import { safeRedirectUrl } from './urls';
 
 const FORM_ID = /^form_[a-zA-Z0-9]+$/;
 const PROCESSED = 'data-formservice-embedded';
@@ -20,15 +20,28 @@ function scriptOrigin(script: HTMLScriptElement): string | null {
 
 const UTM_PARAMETER = /^utm_[A-Za-z0-9_]+$/;
 
+const LANGUAGE_TAG = /^[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8}){0,4}$/;
+
+/**
+ * The language the frame is asked for: the tag's `data-lang`, else the host page's `?lang=`; none
+ * leaves it to the form and the browser's Accept-Language, which the frame's request carries too
+ * (README.md "Languages").
+ */
+function frameLanguage(script: HTMLScriptElement): string | null {
+  const candidates = [script.getAttribute('data-lang'), new URLSearchParams(window.location.search).get('lang')];
+  return candidates.find((tag): tag is string => !!tag && LANGUAGE_TAG.test(tag)) ?? null;
+}
+
 /**
  * The hosted page address. Of the host page's query parameters only the form's prefill parameters
  * and `utm_*` pass through: others (password-reset tokens, OAuth codes) are none of the form's business.
  */
-function frameUrl(origin: string, formId: string, prefillNames: ReadonlySet<string>): string {
+function frameUrl(origin: string, formId: string, prefillNames: ReadonlySet<string>, language: string | null): string {
   const url = new URL(`/f/${encodeURIComponent(formId)}`, origin);
   new URLSearchParams(window.location.search).forEach((value, key) => {
-    if (key !== 'embed' && (prefillNames.has(key) || UTM_PARAMETER.test(key))) url.searchParams.append(key, value);
+    if (key !== 'embed' && key !== 'lang' && (prefillNames.has(key) || UTM_PARAMETER.test(key))) url.searchParams.append(key, value);
   });
+  if (language) url.searchParams.set('lang', language);
   url.searchParams.set('embed', '1');
   return url.href;
 }
@@ -118,7 +131,7 @@ function embed(script: HTMLScriptElement): void {
   listen(iframe, origin, formId);
   place(script, iframe);
   void prefillParameterNames(origin, formId).then((names) => {
-    iframe.src = frameUrl(origin, formId, names);
+    iframe.src = frameUrl(origin, formId, names, frameLanguage(script));
   });
 }
 

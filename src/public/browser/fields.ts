@@ -5,6 +5,7 @@ import { Child, domId, h, visuallyHidden } from './dom';
 import { ControlParts, describedBy, FieldHooks, groupFrame, labelledFrame, requiredMark, helpText, errorSlot } from './frame';
 import { signatureControl } from './signature';
 import { uploadControl } from './uploads';
+import { t } from './i18n';
 import { formatAmount, isSplitName } from './values';
 
 export interface FieldControl {
@@ -20,6 +21,8 @@ export interface FieldControl {
   /** See ControlParts. */
   busy?(): boolean;
   problem?(): string | null;
+  kept?(): unknown;
+  restore?(kept: unknown): void;
 }
 
 function fieldOptions(field: Field): FieldOption[] {
@@ -46,6 +49,8 @@ function finish(field: Field, parts: ControlParts, on: FieldHooks): FieldControl
     settled: parts.settled ?? (() => Promise.resolve()),
     busy: parts.busy,
     problem: parts.problem,
+    kept: parts.kept,
+    restore: parts.restore,
     setError(message) {
       if (error) error.textContent = message ?? '';
       element.classList.toggle('fs-invalid', !!message);
@@ -129,7 +134,7 @@ function textareaControl(field: Field, on: FieldHooks): ControlParts {
 function selectControl(field: Field, on: FieldHooks): ControlParts {
   const id = domId(field.id, 'input');
   const select = h('select', { id, class: 'fs-input fs-select', required: field.required, 'aria-describedby': describedBy(field) },
-    h('option', { value: '' }, field.placeholder || 'Select an option'),
+    h('option', { value: '' }, field.placeholder || t('selectOption')),
     ...fieldOptions(field).map((option) => h('option', { value: option.value }, option.label)));
   select.addEventListener('change', () => on.changed(field));
   return {
@@ -255,7 +260,7 @@ function scaleControl(field: Field, on: FieldHooks, min: number, max: number, en
 
 function ratingControl(field: Field, on: FieldHooks): ControlParts {
   const max = configNumber(field, 'max', 5);
-  const choices = numberRange(1, max).map((n): Choice => ({ value: String(n), text: String(n), spoken: `${n} of ${max} stars` }));
+  const choices = numberRange(1, max).map((n): Choice => ({ value: String(n), text: String(n), spoken: t('stars', { value: n, count: max }) }));
   return choiceGroup(field, on, choices, { multiple: false, layout: 'stars', read: Number });
 }
 
@@ -270,7 +275,7 @@ function rankingControl(field: Field, on: FieldHooks): ControlParts {
     [order[index], order[target]] = [order[target], order[index]];
     render();
     const label = labels.get(order[target]) ?? order[target];
-    status.textContent = `${label}: position ${target + 1} of ${order.length}`;
+    status.textContent = t('rankPosition', { label, position: target + 1, total: order.length });
     const buttons = list.children[target].querySelectorAll('button');
     const same = buttons[delta < 0 ? 0 : 1];
     (same.disabled ? buttons[delta < 0 ? 1 : 0] : same).focus();
@@ -279,8 +284,8 @@ function rankingControl(field: Field, on: FieldHooks): ControlParts {
 
   const item = (value: string, index: number): HTMLLIElement => {
     const label = labels.get(value) ?? value;
-    const up = h('button', { type: 'button', class: 'fs-rank-move', 'aria-label': `Move ${label} up`, disabled: index === 0 }, '↑');
-    const down = h('button', { type: 'button', class: 'fs-rank-move', 'aria-label': `Move ${label} down`, disabled: index === order.length - 1 }, '↓');
+    const up = h('button', { type: 'button', class: 'fs-rank-move', 'aria-label': t('moveUp', { label }), disabled: index === 0 }, '↑');
+    const down = h('button', { type: 'button', class: 'fs-rank-move', 'aria-label': t('moveDown', { label }), disabled: index === order.length - 1 }, '↓');
     up.addEventListener('click', () => move(index, -1));
     down.addEventListener('click', () => move(index, 1));
     return h('li', { class: 'fs-rank-item' },
@@ -293,7 +298,7 @@ function rankingControl(field: Field, on: FieldHooks): ControlParts {
     list.replaceChildren(...order.map(item));
   }
   render();
-  const hint = h('p', { class: 'fs-help' }, 'Use the arrow buttons to put the options in your order of preference, most preferred first.');
+  const hint = h('p', { class: 'fs-help' }, t('rankingHint'));
   return {
     element: groupFrame(field, hint, list, status),
     targets: () => [list],
@@ -323,12 +328,12 @@ function nameControl(field: Field, on: FieldHooks): ControlParts {
     input.addEventListener('input', () => on.changed(field));
     return input;
   };
-  const first = part('first', 'First name', 'given-name');
-  const last = part('last', 'Last name', 'family-name');
+  const first = part('first', t('firstName'), 'given-name');
+  const last = part('last', t('lastName'), 'family-name');
   const cell = (input: HTMLInputElement, text: string): HTMLElement =>
     h('div', { class: 'fs-name-part' }, h('label', { class: 'fs-sublabel', for: input.id }, text), input);
   return {
-    element: groupFrame(field, h('div', { class: 'fs-name-parts' }, cell(first, 'First name'), cell(last, 'Last name'))),
+    element: groupFrame(field, h('div', { class: 'fs-name-parts' }, cell(first, t('firstName')), cell(last, t('lastName')))),
     targets: () => [first, last],
     value: () => ({ format: 'split', firstName: first.value, lastName: last.value }),
     setValue: (value) => {
@@ -349,8 +354,8 @@ function paymentControl(field: Field, on: FieldHooks): ControlParts {
   input.setAttribute('spellcheck', 'false');
   if (!input.placeholder) input.placeholder = 'pi_…';
   const note = h('p', { class: 'fs-help', id: noteId },
-    amount ? `Amount due: ${amount}. ` : '',
-    'Enter the payment reference (it starts with “pi_”) you received when you paid.');
+    amount ? `${t('amountDue', { amount })} ` : '',
+    t('paymentReference'));
   input.insertAdjacentElement('beforebegin', note);
   return parts;
 }
@@ -413,7 +418,7 @@ function parts(field: Field, on: FieldHooks, context: ControlContext): ControlPa
         [configText(field, 'minLabel'), configText(field, 'maxLabel')]);
     case 'nps':
       return scaleControl(field, on, 0, 10,
-        [configText(field, 'minLabel', 'Not at all likely'), configText(field, 'maxLabel', 'Extremely likely')]);
+        [configText(field, 'minLabel', t('npsLow')), configText(field, 'maxLabel', t('npsHigh'))]);
     case 'ranking':
       return rankingControl(field, on);
     case 'signature':

@@ -6,11 +6,14 @@ import { validateSubmission } from '../../domain/submissions/validate';
 import type { PublicFormJson } from '../../domain/public/types';
 import { AnalyticsEvent, postSubmission, sendEvent, SubmissionBody } from './api';
 import { h, visuallyHidden } from './dom';
+import { clearDraft, loadDraft, saveDraft } from './draft';
+import { PagesReached } from './drop-off';
 import { createControl, FieldControl } from './fields';
 import { PaymentFields } from './payment';
 import { connectToHost, HostBridge } from './host';
 import { Challenge, createChallenge } from './turnstile';
-import { failureMessage, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
+import { language, problemText, t, useLanguage } from './i18n';
+import { failureMessage, formChangedNotice, prefillValue, requiredMessage, safeRedirectUrl, submitterDetails } from './values';
 
 interface PageView {
   fields: Field[];
@@ -20,7 +23,6 @@ interface PageView {
 
 /** The public body limit is 1 MB; keep room for the challenge token. */
 const BODY_LIMIT = 1024 * 1024 - 8 * 1024;
-const CHALLENGE_FAILED = "We couldn't run the anti-spam check. Please check your connection (or content blocker) and try again.";
 
 function byOrder<T extends { order: number }>(items: T[]): T[] {
   return [...items].sort((a, b) => a.order - b.order);
@@ -54,6 +56,10 @@ class HostedForm {
   private readonly back: HTMLButtonElement;
   private readonly next: HTMLButtonElement;
   private readonly success: HTMLElement;
+  /** Says that answers kept from an earlier visit were put back, with "Start over". */
+  private readonly draftNotice: HTMLElement;
+  /** Each control's value before anything was filled in: what "Start over" puts back. */
+  private readonly blank = new Map<string, unknown>();
   private readonly challenge: Challenge | null;
   private readonly payments: PaymentFields | null;
   private visible = new Set<string>();
@@ -61,9 +67,16 @@ class HostedForm {
   private current = 0;
   private started = false;
   private busy = false;
+  /** The page holds answers of this person worth keeping in the browser (draft.ts). */
+  private dirty = false;
+  private submitted = false;
+  private readonly pagesReached: PagesReached;
 
-  constructor(private readonly form: PublicFormJson, root: HTMLElement, private readonly host: HostBridge | null) {
+  /** `carried`: the answers and notice of a page whose form changed under it (409 form_changed), shown again on the new version. */
+  constructor(private readonly form: PublicFormJson, private readonly root: HTMLElement, private readonly host: HostBridge | null,
+    carried: { values: Record<string, unknown>; notice: string } | null = null) {
     this.structure = { pages: form.pages, fields: form.fields };
+    this.pagesReached = new PagesReached(form);
     const layout = layoutPages(form);
     const multiPage = layout.length > 1;
     const hooks = { changed: (field: Field) => this.changed(field), left: (field: Field) => this.left(field) };
@@ -71,7 +84,7 @@ class HostedForm {
 
     this.pages = layout.map((page, index) => {
       const heading = multiPage
-        ? h('h2', { class: 'fs-page-title', tabindex: -1 }, page.title || `Page ${index + 1}`)
+        ? h('h2', { class: 'fs-page-title', tabindex: -1 }, page.title || t('pageNumber', { n: index + 1 }))
         : null;
       const section = h('section', { class: 'fs-page' }, heading,
         page.description ? h('p', { class: 'fs-page-description' }, page.description) : null);
@@ -92,12 +105,16 @@ class HostedForm {
     this.progress = h('div', { class: 'fs-progress', hidden: !multiPage }, this.progressText, this.progressBar);
     this.alert = h('div', { class: 'fs-alert', role: 'alert' });
     this.status = h('p', { class: 'fs-status', role: 'status' });
-    this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, 'Back');
-    this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, 'Next');
+    this.back = h('button', { type: 'button', class: 'fs-button fs-button--secondary' }, t('back'));
+    this.next = h('button', { type: 'submit', class: 'fs-button fs-button--primary' }, t('next'));
     const challengeSlot = h('div', { class: 'fs-challenge' });
+    const startOver = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary' }, t('startOver'));
+    this.draftNotice = h('div', { class: 'fs-draft', hidden: true },
+      h('p', { class: 'fs-draft-text' }, t('draftRestored')), startOver);
     const anyRequired = form.fields.some((field) => field.required && !field.hidden && field.type !== 'heading');
     this.formElement = h('form', { class: 'fs-form', novalidate: true, 'aria-labelledby': 'fs-title' },
-      anyRequired ? h('p', { class: 'fs-required-note' }, 'Questions marked ', h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden('with an asterisk'), ' are required.') : null,
+      this.draftNotice,
+      anyRequired ? requiredNote() : null,
       ...this.pages.map((page) => page.section),
       challengeSlot,
       this.alert,
@@ -115,13 +132,21 @@ class HostedForm {
 
     this.challenge = form.botProtection ? createChallenge(challengeSlot, form.botProtection.siteKey) : null;
     this.back.addEventListener('click', () => this.goBack());
+    startOver.addEventListener('click', () => this.startOver());
     this.formElement.addEventListener('submit', (event) => {
       event.preventDefault();
       void this.advance();
     });
+    for (const [id, control] of this.controls) this.blank.set(id, this.keptValue(control));
     this.prefill(new URLSearchParams(window.location.search));
+    if (carried) {
+      this.carry(carried.values, carried.notice);
+      return;
+    }
+    this.restoreDraft();
     this.refresh();
     this.track('view');
+    this.pagesReached.reached(this.current);
     this.payments?.resume().then((resumed) => resumed && this.resume(resumed.body.values, resumed.paid), () => undefined);
   }
 
@@ -130,6 +155,82 @@ class HostedForm {
     for (const [id, value] of Object.entries(values)) this.controls.get(id)?.setValue(value);
     this.refresh();
     if (paid) void this.submit();
+  }
+
+  private keptValue(control: FieldControl): unknown {
+    return control.kept ? control.kept() : control.value();
+  }
+
+  private putBack(control: FieldControl, value: unknown): void {
+    if (control.restore) control.restore(value);
+    else control.setValue(value);
+  }
+
+  /** The answers kept from an earlier visit of this browser, and the page it reached. */
+  private restoreDraft(): void {
+    const draft = loadDraft(this.form.id, this.form.fields, this.pages.length);
+    if (!draft) return;
+    for (const [id, value] of Object.entries(draft.values)) {
+      const control = this.controls.get(id);
+      if (control) this.putBack(control, value);
+    }
+    this.dirty = true;
+    this.started = true;
+    this.draftNotice.hidden = false;
+    this.refresh();
+    if (draft.page > 0 && this.pageShown(draft.page)) this.goTo(draft.page);
+  }
+
+  private keepDraft(): void {
+    if (!this.dirty || this.submitted) return;
+    const values: Record<string, unknown> = {};
+    for (const [id, control] of this.controls) values[id] = this.keptValue(control);
+    saveDraft(this.form.id, this.form.fields, values, this.current);
+  }
+
+  /** "Start over": the kept answers are forgotten and the page is as first opened. */
+  private startOver(): void {
+    if (this.busy) return;
+    clearDraft(this.form.id);
+    this.dirty = false;
+    this.edited.clear();
+    for (const [id, control] of this.controls) {
+      if (!control.element) continue;
+      this.putBack(control, this.blank.get(id));
+      control.setError(null);
+    }
+    this.prefill(new URLSearchParams(window.location.search));
+    this.draftNotice.hidden = true;
+    this.refresh();
+    this.goTo(0);
+    if (!this.pages[0].heading) this.firstControl()?.focus();
+  }
+
+  private firstControl(): FieldControl | undefined {
+    return this.pages[this.current].fields
+      .map((field) => this.controls.get(field.id))
+      .find((control) => control?.element && !control.element.hidden && control.field.type !== 'heading');
+  }
+
+  /** Keeps every answer whose question the new version still has, and says what changed. */
+  private carry(values: Record<string, unknown>, notice: string): void {
+    this.started = true;
+    for (const [id, value] of Object.entries(values)) {
+      try {
+        this.controls.get(id)?.setValue(value);
+      } catch {
+        // A question whose kind changed starts empty.
+      }
+    }
+    this.refresh();
+    this.setAlert(notice);
+  }
+
+  /** 409 form_changed: the page becomes the new version, keeping the answers it can. */
+  private formChanged(form: PublicFormJson): void {
+    const notice = formChangedNotice(this.form.fields, form.fields);
+    this.challenge?.reset();
+    new HostedForm(form, this.root, this.host, { values: this.values(), notice });
   }
 
   private prefill(params: URLSearchParams): void {
@@ -161,7 +262,7 @@ class HostedForm {
     for (const field of check.missingRequired) {
       if (!this.controls.get(field.id)?.busy?.()) problems.set(field.id, requiredMessage(field));
     }
-    for (const error of check.errors) problems.set(error.field, error.message);
+    for (const error of check.errors) problems.set(error.field, problemText(error.message));
     for (const [id, control] of this.controls) {
       const own = this.visible.has(id) ? control.problem?.() : null;
       if (own) problems.set(id, own);
@@ -175,7 +276,9 @@ class HostedForm {
       this.started = true;
       this.track('start');
     }
+    this.dirty = true;
     this.refresh();
+    this.keepDraft();
     const control = this.controls.get(field.id);
     // Once a field shows an error, it is re-checked as the person types, so the error goes as soon as it is fixed.
     if (control?.element?.classList.contains('fs-invalid')) control.setError(this.problems().get(field.id) ?? null);
@@ -216,23 +319,26 @@ class HostedForm {
   private updateNavigation(): void {
     this.pages.forEach((page, index) => { page.section.hidden = index !== this.current; });
     this.back.hidden = this.step(-1) < 0;
-    if (!this.busy) this.next.textContent = this.step(1) < 0 ? this.form.settings.submitButtonText || 'Submit' : 'Next';
+    if (!this.busy) this.next.textContent = this.step(1) < 0 ? this.form.settings.submitButtonText || t('submit') : t('next');
     const shown = this.pages.map((_, index) => index).filter((index) => index === this.current || this.pageShown(index));
     const position = shown.indexOf(this.current) + 1;
-    this.progressText.textContent = `Page ${position} of ${shown.length}`;
+    const pageOf = t('pageOf', { position, total: shown.length });
+    this.progressText.textContent = pageOf;
     this.progressBar.setAttribute('aria-valuemax', String(shown.length));
     this.progressBar.setAttribute('aria-valuenow', String(position));
-    this.progressBar.setAttribute('aria-valuetext', `Page ${position} of ${shown.length}`);
+    this.progressBar.setAttribute('aria-valuetext', pageOf);
     this.progressFill.style.width = `${(position / shown.length) * 100}%`;
   }
 
   private goTo(index: number): void {
     this.current = index;
+    this.pagesReached.reached(index);
     this.setAlert('');
     this.updateNavigation();
     if (this.host) this.host.navigated();
     else if (this.card.getBoundingClientRect().top < 0) this.card.scrollIntoView({ block: 'start' });
     this.pages[index].heading?.focus({ preventScroll: true });
+    this.keepDraft();
   }
 
   private goBack(): void {
@@ -272,12 +378,12 @@ class HostedForm {
     try {
       const controls = [...this.controls.values()];
       if (controls.some((control) => control.busy?.())) {
-        this.next.textContent = 'Finishing uploads…';
-        this.setStatus('Your answers will be sent as soon as your files have finished uploading.');
+        this.next.textContent = t('finishingUploads');
+        this.setStatus(t('waitingForUploads'));
       }
       await Promise.all(controls.map((control) => control.settled()));
       this.setStatus('');
-      this.next.textContent = 'Sending…';
+      this.next.textContent = t('sending');
       const problems = this.problems();
       const page = this.firstPageWithProblems(problems);
       if (page >= 0) {
@@ -286,13 +392,16 @@ class HostedForm {
         return;
       }
       const { values } = validateSubmission(this.structure, this.values());
-      const body: SubmissionBody = { values, ...submitterDetails(byOrder(this.form.fields), values) };
+      const body: SubmissionBody = {
+        values, ...submitterDetails(byOrder(this.form.fields), values), language: language(), formVersion: this.form.version,
+      };
       if (new Blob([JSON.stringify(body)]).size > BODY_LIMIT) return this.setAlert(failureMessage(413));
       if (this.payments) {
         const payment = await this.payments.pay(body, this.visible);
         if (payment.kind === 'declined') return payment.control.focus();
         if (payment.kind === 'refused') {
           const refused = payment.outcome;
+          if (refused.kind === 'form-changed') return this.formChanged(refused.form);
           return refused.kind === 'field-errors' ? this.showServerErrors(refused.errors) : this.setAlert(refused.message);
         }
       }
@@ -300,12 +409,13 @@ class HostedForm {
         try {
           body.captchaToken = await this.challenge.token();
         } catch {
-          return this.setAlert(CHALLENGE_FAILED);
+          return this.setAlert(t('challengeFailed'));
         }
       }
       const outcome = await postSubmission(this.form.id, body);
       if (outcome.kind === 'success') return this.succeed(outcome.submissionId);
       if (outcome.kind === 'field-errors') return this.showServerErrors(outcome.errors);
+      if (outcome.kind === 'form-changed') return this.formChanged(outcome.form);
       this.setAlert(outcome.message);
     } finally {
       this.setStatus('');
@@ -333,17 +443,19 @@ class HostedForm {
       this.goTo(first.page);
       first.control.focus();
     }
-    if (unplaced.length) this.setAlert(`Some answers were not accepted. ${unplaced.join(' ')}`);
+    if (unplaced.length) this.setAlert(t('notAccepted', { list: unplaced.join(' ') }));
   }
 
   private succeed(submissionId: string): void {
+    this.submitted = true;
+    clearDraft(this.form.id);
     this.track('complete');
     const redirect = safeRedirectUrl(this.form.settings.redirectUrl, window.location.href);
     this.formElement.hidden = true;
     this.progress.hidden = true;
     this.success.replaceChildren(
       h('span', { class: 'fs-success-icon', 'aria-hidden': 'true' }, '✓'),
-      h('p', { class: 'fs-success-message' }, this.form.settings.successMessage || 'Thank you!'));
+      h('p', { class: 'fs-success-message' }, this.form.settings.successMessage || t('thankYou')));
     this.success.hidden = false;
     this.success.focus();
     // An embedding page navigates itself (a framed page may not navigate its parent).
@@ -359,7 +471,7 @@ class HostedForm {
     this.next.classList.toggle('is-busy', busy);
     if (busy) {
       this.setAlert('');
-      this.next.textContent = 'Sending…';
+      this.next.textContent = t('sending');
     } else {
       this.updateNavigation();
     }
@@ -375,21 +487,34 @@ class HostedForm {
   }
 }
 
-function readForm(): PublicFormJson | null {
-  const data = document.getElementById('form-data');
+/** "Questions marked * are required.", the asterisk where the language puts it, spoken as words. */
+function requiredNote(): HTMLElement {
+  const [before, after = ''] = t('requiredNote').split('{mark}');
+  return h('p', { class: 'fs-required-note' }, before,
+    h('span', { class: 'fs-required', 'aria-hidden': 'true' }, '*'), visuallyHidden(t('requiredNoteSpoken')), after);
+}
+
+/** The JSON a `<script type="application/json">` of the page holds, or null. */
+function readJson(id: string): unknown {
+  const data = document.getElementById(id);
   try {
-    return data && data.textContent ? JSON.parse(data.textContent) as PublicFormJson : null;
+    return data && data.textContent ? JSON.parse(data.textContent) : null;
   } catch {
     return null;
   }
+}
+
+function readForm(): PublicFormJson | null {
+  return readJson('form-data') as PublicFormJson | null;
 }
 
 function start(): void {
   const root = document.getElementById('fs-app');
   const form = readForm();
   if (!root) return;
+  useLanguage(form?.language ?? document.documentElement.lang, readJson('form-words'));
   if (!form) {
-    root.replaceChildren(h('div', { class: 'fs-card fs-notice' }, h('p', {}, 'This form could not be loaded. Please reload the page.')));
+    root.replaceChildren(h('div', { class: 'fs-card fs-notice' }, h('p', {}, t('loadFailed'))));
     return;
   }
   new HostedForm(form, root, connectToHost());

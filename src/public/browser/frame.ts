@@ -2,6 +2,7 @@
 // together with aria-describedby.
 import type { Field } from '../../domain/forms/types';
 import { Child, domId, h, visuallyHidden } from './dom';
+import { t } from './i18n';
 
 /** How a control tells the form about its field (fields.ts, signature.ts, uploads.ts, payment.ts). */
 export interface FieldHooks {
@@ -24,6 +25,10 @@ export interface ControlParts {
   busy?: () => boolean;
   /** A problem only the control knows of (an upload that failed), or null. */
   problem?: () => string | null;
+  /** What the answers kept in the browser hold of it (draft.ts), when that differs from value(): an upload's claims. */
+  kept?: () => unknown;
+  /** Puts back what kept() gave, when setValue does not take it. */
+  restore?: (kept: unknown) => void;
 }
 
 export function describedBy(field: Field, ...extra: string[]): string {
@@ -33,7 +38,7 @@ export function describedBy(field: Field, ...extra: string[]): string {
 
 export function requiredMark(field: Field, spoken: boolean): Child[] {
   if (!field.required) return [];
-  return [h('span', { class: 'fs-required', 'aria-hidden': 'true' }, ' *'), spoken && visuallyHidden(' (required)')];
+  return [h('span', { class: 'fs-required', 'aria-hidden': 'true' }, ' *'), spoken && visuallyHidden(` ${t('requiredSpoken')}`)];
 }
 
 export function helpText(field: Field): Child {

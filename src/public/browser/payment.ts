@@ -11,6 +11,7 @@ import { createPaymentIntent, postCheck, type CheckOutcome, type SubmissionBody 
 import { domId, h, scriptGlobal } from './dom';
 import type { FieldControl } from './fields';
 import { describedBy, errorSlot, FieldHooks, helpText, requiredMark } from './frame';
+import { language, t } from './i18n';
 import { formatAmount } from './values';
 
 interface StripeError { type?: string; code?: string; message?: string }
@@ -22,7 +23,7 @@ interface StripeElement {
 }
 interface StripeElements { create(type: 'payment', options?: Record<string, unknown>): StripeElement }
 interface StripeClient {
-  elements(options: { clientSecret: string; appearance?: Record<string, unknown> }): StripeElements;
+  elements(options: { clientSecret: string; appearance?: Record<string, unknown>; locale?: string }): StripeElements;
   confirmPayment(options: {
     elements: StripeElements; redirect: 'if_required'; confirmParams: { return_url: string };
   }): Promise<{ error?: StripeError; paymentIntent?: StripeIntent }>;
@@ -35,9 +36,9 @@ declare global {
 
 const SCRIPT_ID = 'fs-stripe-script';
 const LOAD_TIMEOUT_MS = 15000;
-const UNAVAILABLE = 'Payments are unavailable right now. Please reload the page in a moment to try again.';
-const NOT_COMPLETED = 'Your payment was not completed. Please try again or use another payment method.';
-const PROCESSING = 'Your payment is still being processed. Please wait a moment, then submit again.';
+const UNAVAILABLE = 'paymentUnavailable';
+const NOT_COMPLETED = 'paymentNotCompleted';
+const PROCESSING = 'paymentProcessing';
 /** Kept answers older than this are not restored: the person has moved on. */
 const KEPT_FOR_MS = 60 * 60 * 1000;
 
@@ -135,12 +136,12 @@ export class PaymentFields {
     const labelId = domId(field.id, 'label');
     const amountId = domId(field.id, 'amount');
     const mountPoint = h('div', { class: 'fs-payment-element', role: 'group', 'aria-labelledby': labelId, 'aria-describedby': describedBy(field, amountId) });
-    const status = h('p', { class: 'fs-payment-status', 'aria-live': 'polite' }, 'Loading the secure payment form…');
+    const status = h('p', { class: 'fs-payment-status', 'aria-live': 'polite' }, t('paymentLoading'));
     const error = errorSlot(field);
     const element = h('div', { class: `fs-field fs-field--payment`, 'data-field-id': field.id },
       h('div', { class: 'fs-label', id: labelId }, field.label, ...requiredMark(field, true)),
       helpText(field),
-      amount ? h('p', { class: 'fs-payment-amount', id: amountId }, `Amount due: ${amount}`) : null,
+      amount ? h('p', { class: 'fs-payment-amount', id: amountId }, t('amountDue', { amount })) : null,
       mountPoint,
       status,
       error);
@@ -170,9 +171,9 @@ export class PaymentFields {
       if (started) return;
       started = true;
       slot.ready = this.mount(slot, mountPoint, status, on).catch(() => {
-        slot.problem = UNAVAILABLE;
+        slot.problem = t(UNAVAILABLE);
         status.textContent = '';
-        setError(UNAVAILABLE);
+        setError(t(UNAVAILABLE));
       });
     };
     this.slots.set(field.id, slot);
@@ -198,7 +199,7 @@ export class PaymentFields {
     if (!intent) throw new Error('no payment intent');
     const stripe = await this.stripe;
     slot.intent = intent;
-    slot.elements = stripe.elements({ clientSecret: intent.clientSecret, appearance: appearance() });
+    slot.elements = stripe.elements({ clientSecret: intent.clientSecret, appearance: appearance(), locale: language() });
     slot.element = slot.elements.create('payment');
     slot.element.on('ready', () => { status.textContent = ''; });
     slot.element.on('change', (event) => {
@@ -220,8 +221,8 @@ export class PaymentFields {
     const intent = answer && answer.paymentIntent;
     if (intent && intent.status === 'succeeded') slot.paid = true;
     else {
-      const message = intent && intent.status === 'processing' ? PROCESSING
-        : (intent && intent.last_payment_error && intent.last_payment_error.message) || NOT_COMPLETED;
+      const message = intent && intent.status === 'processing' ? t(PROCESSING)
+        : (intent && intent.last_payment_error && intent.last_payment_error.message) || t(NOT_COMPLETED);
       slot.control.setError(message);
     }
     return { body: this.returning.kept.body, paid: slot.paid };
@@ -241,13 +242,13 @@ export class PaymentFields {
       this.keep(body, slot);
       const result = await stripe.confirmPayment({
         elements: slot.elements!, redirect: 'if_required', confirmParams: { return_url: this.returnUrl() },
-      }).catch((): { error?: StripeError; paymentIntent?: StripeIntent } => ({ error: { message: NOT_COMPLETED } }));
+      }).catch((): { error?: StripeError; paymentIntent?: StripeIntent } => ({ error: { message: t(NOT_COMPLETED) } }));
       storage()?.removeItem(this.keyName);
       // The payment may have gone through though its answer was lost: Stripe has the last word.
       const intent = result.paymentIntent || (result.error && result.error.type !== 'card_error' && result.error.type !== 'validation_error'
         ? await this.latest(stripe, slot) : undefined);
       if (!intent || intent.status !== 'succeeded') {
-        const message = (result.error && result.error.message) || (intent && intent.status === 'processing' ? PROCESSING : NOT_COMPLETED);
+        const message = (result.error && result.error.message) || (intent && intent.status === 'processing' ? t(PROCESSING) : t(NOT_COMPLETED));
         slot.control.setError(message);
         return { kind: 'declined', control: slot.control };
       }

@@ -3,6 +3,7 @@
 import type { Field } from '../../domain/forms/types';
 import { domId, h } from './dom';
 import { ControlParts, describedBy, FieldHooks, groupFrame } from './frame';
+import { t } from './i18n';
 
 interface Point { x: number; y: number }
 
@@ -53,11 +54,11 @@ function exportPng(strokes: Point[][], typed: string): string {
 export function signatureControl(field: Field, on: FieldHooks): ControlParts {
   const noteId = domId(field.id, 'note');
   const typedId = domId(field.id, 'typed');
-  const canvas = h('canvas', { class: 'fs-signature-pad', role: 'img', 'aria-label': 'Signature drawing area' });
-  const clear = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary' }, 'Clear');
+  const canvas = h('canvas', { class: 'fs-signature-pad', role: 'img', 'aria-label': t('signatureArea') });
+  const clear = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary' }, t('clear'));
   const typedInput = h('input', { id: typedId, type: 'text', class: 'fs-input', autocomplete: 'name', 'aria-describedby': describedBy(field, noteId) });
   const note = h('p', { class: 'fs-help', id: noteId },
-    'Sign with a mouse, finger or stylus in the box. Using a keyboard? Type your name in the box below instead: it becomes your signature.');
+    t('signatureHelp'));
 
   let strokes: Point[][] = [];
   let current: Point[] | null = null;
@@ -124,7 +125,7 @@ export function signatureControl(field: Field, on: FieldHooks): ControlParts {
   const element = groupFrame(field,
     note,
     h('div', { class: 'fs-signature' }, canvas, h('div', { class: 'fs-signature-actions' }, clear)),
-    h('label', { class: 'fs-sublabel', for: typedId }, 'Or type your name'),
+    h('label', { class: 'fs-sublabel', for: typedId }, t('typeYourName')),
     typedInput);
   return {
     element,

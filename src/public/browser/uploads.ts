@@ -1,4 +1,4 @@
-// File-upload fields (CONTRACT §20): each chosen file is uploaded as soon as it is picked — the
+// File-upload fields (README "Files"): each chosen file is uploaded as soon as it is picked — the
 // service is asked where its bytes go, then they are sent there with upload progress — and the
 // field's value is the uploads' ids, never the bytes. Per file: name, size, a progress bar, and
 // Retry (a failed upload) or Remove. A file the field refuses is named with the reason and never sent.
@@ -7,7 +7,9 @@ import { requestUpload, sendUpload, type Sending, type UploadTicket } from './ap
 import { domId, h } from './dom';
 import { ControlParts, describedBy, FieldHooks, labelledFrame } from './frame';
 import { fileLimits } from '../../domain/files/rules';
+import { percentText, t } from './i18n';
 import { declaredType, fileRefusal, formatBytes, uploadHint } from './values';
+import { uploadClaims } from './draft';
 
 type UploadState = 'uploading' | 'done' | 'failed' | 'refused';
 
@@ -15,7 +17,9 @@ type UploadState = 'uploading' | 'done' | 'failed' | 'refused';
 const TICKET_MARGIN_MS = 60_000;
 
 interface Entry {
+  /** For an upload put back from the answers kept in the browser (draft.ts): an empty stand-in named as the upload. */
   readonly file: File;
+  readonly size: number;
   readonly type: string;
   state: UploadState;
   ticket: UploadTicket | null;
@@ -25,6 +29,8 @@ interface Entry {
   removed: boolean;
   /** Settles when the current attempt has ended, whatever its outcome. */
   attempt: Promise<void>;
+  /** When the upload finished (ms since the epoch), for the answers kept in the browser. */
+  uploadedAt: number;
   readonly view: EntryView;
 }
 
@@ -43,17 +49,17 @@ function percent(sent: number, size: number): number {
 
 let views = 0;
 
-function entryView(field: Field, file: File): EntryView {
+function entryView(field: Field, file: File, bytes: number): EntryView {
   const nameId = domId(field.id, `upload-${++views}`);
-  const size = formatBytes(file.size);
+  const size = formatBytes(bytes);
   const fill = h('span', { class: 'fs-progress-fill' });
   const bar = h('div', {
     class: 'fs-progress-track fs-upload-track', role: 'progressbar', 'aria-labelledby': nameId,
     'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': 0,
   }, fill);
   const message = h('p', { class: 'fs-upload-message' });
-  const retry = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': `Retry uploading ${file.name}`, hidden: true }, 'Retry');
-  const remove = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': `Remove ${file.name}` }, 'Remove');
+  const retry = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': t('retryLabel', { name: file.name }), hidden: true }, t('retry'));
+  const remove = h('button', { type: 'button', class: 'fs-button fs-button--small fs-button--secondary', 'aria-label': t('removeLabel', { name: file.name }) }, t('remove'));
   const item = h('li', { class: 'fs-upload' },
     h('div', { class: 'fs-upload-head' },
       h('span', { class: 'fs-upload-name', id: nameId }, file.name),
@@ -77,7 +83,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   const pickText = h('span', { class: 'fs-file-button' });
   const picker = h('div', { class: 'fs-file-picker' }, input, h('label', { class: 'fs-file', for: id }, pickText));
   const hint = h('p', { class: 'fs-file-info', id: hintId }, uploadHint(limits));
-  const list = h('ul', { class: 'fs-uploads', 'aria-label': `Files for ${field.label}` });
+  const list = h('ul', { class: 'fs-uploads', 'aria-label': t('filesFor', { label: field.label }) });
   const announcer = h('p', { class: 'fs-sr-only', 'aria-live': 'polite' });
   const element = labelledFrame(field, id, picker, hint, list, announcer);
   const entries: Entry[] = [];
@@ -90,21 +96,21 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     const count = attached().length;
     const full = count >= limits.maxFiles;
     picker.hidden = full;
-    pickText.textContent = limits.maxFiles === 1 ? 'Choose a file' : count ? 'Add another file' : 'Choose files';
+    pickText.textContent = t(limits.maxFiles === 1 ? 'chooseFile' : count ? 'addAnotherFile' : 'chooseFiles');
     hint.textContent = full && limits.maxFiles > 1
-      ? `You have attached ${limits.maxFiles} files, the most this question takes.`
+      ? t('filesLimitReached', { count: limits.maxFiles })
       : uploadHint(limits);
   }
 
   function show(entry: Entry, message: string, sent = 0): void {
     const { item, bar, fill, retry } = entry.view;
-    const shown = entry.state === 'done' ? 100 : percent(sent, entry.file.size);
+    const shown = entry.state === 'done' ? 100 : percent(sent, entry.size);
     item.dataset.state = entry.state;
     bar.hidden = entry.state === 'refused';
     bar.setAttribute('aria-valuenow', String(shown));
     bar.setAttribute('aria-valuetext', entry.state === 'done'
-      ? `${entry.file.name} uploaded`
-      : `${shown}% of ${formatBytes(entry.file.size)} sent`);
+      ? t('uploadedName', { name: entry.file.name })
+      : t('uploadProgress', { percent: percentText(shown), size: formatBytes(entry.size) }));
     fill.style.width = `${shown}%`;
     retry.hidden = entry.state !== 'failed';
     entry.view.message.textContent = message;
@@ -113,8 +119,8 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   function fail(entry: Entry, message: string, reusable: boolean): void {
     entry.state = 'failed';
     entry.reusable = reusable;
-    show(entry, `Not uploaded. ${message}`);
-    announce(`${entry.file.name} did not upload. ${message}`);
+    show(entry, t('notUploaded', { message }));
+    announce(t('didNotUpload', { name: entry.file.name, message }));
   }
 
   function refuse(entry: Entry, message: string): void {
@@ -132,7 +138,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
   async function upload(entry: Entry): Promise<void> {
     const { file } = entry;
     entry.state = 'uploading';
-    show(entry, 'Uploading…');
+    show(entry, t('uploading'));
     if (!ticketUsable(entry)) {
       const asked = await requestUpload(formId, { fieldId: field.id, name: file.name, type: entry.type, size: file.size });
       if (entry.removed) return;
@@ -140,7 +146,7 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       if (asked.kind === 'failed') return fail(entry, asked.message, false);
       entry.ticket = asked.ticket;
     }
-    entry.sending = sendUpload(entry.ticket!, file, (sent) => show(entry, `Uploading… ${percent(sent, file.size)}%`, sent));
+    entry.sending = sendUpload(entry.ticket!, file, (sent) => show(entry, t('uploadingPercent', { percent: percentText(percent(sent, file.size)) }), sent));
     const outcome = await entry.sending.done;
     entry.sending = null;
     if (entry.removed) return;
@@ -150,8 +156,9 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       return fail(entry, outcome.message, reusable);
     }
     entry.state = 'done';
-    show(entry, 'Uploaded');
-    announce(`${file.name} uploaded.`);
+    entry.uploadedAt = Date.now();
+    show(entry, t('uploaded'));
+    announce(t('uploadedAnnounce', { name: file.name }));
   }
 
   function start(entry: Entry): void {
@@ -167,16 +174,16 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     entries.splice(entries.indexOf(entry), 1);
     entry.view.item.remove();
     updatePicker();
-    announce(`${entry.file.name} removed.`);
+    announce(t('removedAnnounce', { name: entry.file.name }));
     input.focus();
     on.changed(field);
   }
 
-  function add(file: File): void {
-    const view = entryView(field, file);
+  function track(file: File, size: number, ticket: UploadTicket | null): Entry {
+    const view = entryView(field, file, size);
     const entry: Entry = {
-      file, type: declaredType(file), state: 'uploading', ticket: null, reusable: false, sending: null,
-      removed: false, attempt: Promise.resolve(), view,
+      file, size, type: declaredType(file), state: 'uploading', ticket, reusable: false, sending: null,
+      removed: false, attempt: Promise.resolve(), uploadedAt: 0, view,
     };
     view.retry.addEventListener('click', () => {
       view.remove.focus();
@@ -185,11 +192,16 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
     view.remove.addEventListener('click', () => remove(entry));
     entries.push(entry);
     list.appendChild(view.item);
+    return entry;
+  }
+
+  function add(file: File): void {
+    const entry = track(file, file.size, null);
     const refusal = attached().length > limits.maxFiles
-      ? `${file.name} was not attached: this question takes at most ${limits.maxFiles} ${limits.maxFiles === 1 ? 'file' : 'files'}.`
+      ? t('tooManyFiles', { name: file.name, count: limits.maxFiles })
       : fileRefusal(limits, file);
     if (refusal) return refuse(entry, refusal);
-    announce(`Uploading ${file.name}, ${formatBytes(file.size)}.`);
+    announce(t('uploadingAnnounce', { name: file.name, size: formatBytes(file.size) }));
     start(entry);
   }
 
@@ -230,9 +242,31 @@ export function uploadControl(field: Field, on: FieldHooks, formId: string): Con
       }
     },
     busy: () => entries.some((entry) => entry.state === 'uploading'),
+    // Kept in the browser as claims, never bytes: the upload is already the service's.
+    kept: () => {
+      const claims = entries.filter((entry) => entry.state === 'done')
+        .map((entry) => ({ uploadId: entry.ticket!.uploadId, name: entry.file.name, size: entry.size, uploadedAt: entry.uploadedAt }));
+      return claims.length ? claims : undefined;
+    },
+    restore: (kept) => {
+      for (const entry of [...entries]) {
+        entry.removed = true;
+        entry.sending?.abort();
+        entry.view.item.remove();
+      }
+      entries.length = 0;
+      for (const claim of uploadClaims(kept) ?? []) {
+        if (attached().length >= limits.maxFiles) break;
+        const entry = track(new File([], claim.name), claim.size, { uploadId: claim.uploadId, url: '', method: 'PUT', headers: {}, expiresAt: '' });
+        entry.state = 'done';
+        entry.uploadedAt = claim.uploadedAt;
+        show(entry, 'Uploaded');
+      }
+      updatePicker();
+    },
     problem: () => {
       const failed = entries.find((entry) => entry.state === 'failed');
-      return failed ? `${failed.file.name} did not finish uploading. Retry it or remove it.` : null;
+      return failed ? t('unfinishedUpload', { name: failed.file.name }) : null;
     },
   };
 }

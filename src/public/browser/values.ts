@@ -1,7 +1,10 @@
-// Pure rules of the hosted page: prefill parsing, submitter details, error wording.
+// Pure rules of the hosted page: prefill parsing, submitter details, error wording (in the page's
+// language, i18n.ts).
 import type { FileLimits } from '../../domain/files/rules';
 import { typeAccepted } from '../../domain/files/rules';
 import type { Field } from '../../domain/forms/types';
+import type { MessageKey } from '../../domain/public/messages';
+import { bytes, language, list, t } from './i18n';
 
 function optionValues(field: Field): string[] {
   const options: unknown = field.config.options;
@@ -94,97 +97,76 @@ export function submitterDetails(
 
 function retryWait(retryAfter: string | null): string {
   const seconds = retryAfter === null ? NaN : Number(retryAfter);
-  if (!Number.isFinite(seconds) || seconds <= 0) return 'a moment';
-  if (seconds <= 90) return `${Math.ceil(seconds)} seconds`;
-  return `${Math.ceil(seconds / 60)} minutes`;
+  if (!Number.isFinite(seconds) || seconds <= 0) return t('waitMoment');
+  if (seconds <= 90) return t('waitSeconds', { count: Math.ceil(seconds) });
+  return t('waitMinutes', { count: Math.ceil(seconds / 60) });
 }
+
+const FAILURE_KEYS: Record<number, MessageKey> = {
+  400: 'failure400', 402: 'failure402', 404: 'failure404', 409: 'failure409', 413: 'failure413', 422: 'failure422', 503: 'failure503',
+};
 
 /** What to tell a person whose submission was refused with `status` (not a field-level 422). */
 export function failureMessage(status: number, retryAfter: string | null = null): string {
-  switch (status) {
-    case 400:
-      return 'Your answers could not be processed. Please check them and try again.';
-    case 402:
-      return 'This form is not accepting new responses at the moment. Please try again later.';
-    case 404:
-      return 'This form is no longer available.';
-    case 409:
-      return 'This payment has already been used for another submission.';
-    case 413:
-      return 'Your answers are too large to send. Please attach smaller files and try again.';
-    case 422:
-      return "We couldn't verify that you are not a robot. Please try again.";
-    case 429:
-      return `Too many submissions right now. Please wait ${retryWait(retryAfter)} and try again.`;
-    case 503:
-      return 'The service is temporarily unavailable. Please try again in a few moments.';
-    default:
-      return 'Something went wrong on our side. Please try again.';
-  }
+  if (status === 429) return t('failure429', { wait: retryWait(retryAfter) });
+  return t(FAILURE_KEYS[status] ?? 'failure500');
 }
 
-export const NETWORK_FAILURE = "We couldn't reach the server. Please check your connection and try again.";
-
-/** Only http(s) destinations are followed after a submission. */
-export function safeRedirectUrl(url: string | null | undefined, base: string): string | null {
-  if (!url) return null;
-  try {
-    const target = new URL(url, base);
-    return target.protocol === 'http:' || target.protocol === 'https:' ? target.href : null;
-  } catch {
-    return null;
-  }
+export function networkFailure(): string {
+  return t('networkFailure');
 }
+
+export { safeRedirectUrl } from './urls';
 
 /** The type a file is declared with: the browser's guess, or the generic one when it has none. */
 export function declaredType(file: { type: string }): string {
   return file.type || 'application/octet-stream';
 }
 
-const TYPE_WORDS: Record<string, string> = { 'image/*': 'images', 'video/*': 'videos', 'audio/*': 'audio files', 'text/*': 'text files' };
+const TYPE_WORDS: Record<string, MessageKey> = { 'image/*': 'typeImages', 'video/*': 'typeVideos', 'audio/*': 'typeAudio', 'text/*': 'typeText' };
 
 /** The accepted types in words: `["image/*", ".pdf"]` is "images, PDF". */
 export function acceptedText(accept: string[]): string {
-  const words = accept.map((entry) => TYPE_WORDS[entry]
+  const words = accept.map((entry) => (Object.prototype.hasOwnProperty.call(TYPE_WORDS, entry) ? t(TYPE_WORDS[entry]) : null)
     ?? (entry.startsWith('.') ? entry.slice(1) : entry.split('/').pop() ?? entry).toUpperCase());
-  return [...new Set(words)].join(', ');
+  return list([...new Set(words)]);
 }
 
 /** Why the field refuses a file before anything is sent, or null when it may be uploaded. */
 export function fileRefusal(limits: FileLimits, file: { name: string; type: string; size: number }): string | null {
   if (!typeAccepted(limits.accept, file.name, declaredType(file))) {
-    return `${file.name} can't be attached: this question accepts ${acceptedText(limits.accept)} only.`;
+    return t('fileWrongType', { name: file.name, types: acceptedText(limits.accept) });
   }
   if (file.size > limits.maxSize) {
-    return `${file.name} is ${formatBytes(file.size)}, larger than the ${formatBytes(limits.maxSize)} limit. Please choose a smaller file.`;
+    return t('fileTooLarge', { name: file.name, size: formatBytes(file.size), limit: formatBytes(limits.maxSize) });
   }
-  if (file.size === 0) return `${file.name} is empty. Please choose another file.`;
+  if (file.size === 0) return t('fileEmpty', { name: file.name });
   return null;
 }
 
 /** The line under a file input that says what it takes. */
 export function uploadHint(limits: FileLimits): string {
-  const parts = [`Up to ${formatBytes(limits.maxSize)}${limits.maxFiles > 1 ? ' each' : ''}.`];
-  if (limits.accept.length) parts.push(`Accepted: ${acceptedText(limits.accept)}.`);
-  if (limits.maxFiles > 1) parts.push(`Up to ${limits.maxFiles} files.`);
+  const parts = [t(limits.maxFiles > 1 ? 'hintSizeEach' : 'hintSize', { size: formatBytes(limits.maxSize) })];
+  if (limits.accept.length) parts.push(t('hintAccepted', { types: acceptedText(limits.accept) }));
+  if (limits.maxFiles > 1) parts.push(t('hintFiles', { count: limits.maxFiles }));
   return parts.join(' ');
 }
 
 /** An upload that stopped moving (see UPLOAD_STALL_MS). */
-export const UPLOAD_STALLED = 'The upload stopped moving. Please check your connection and try again.';
+export function uploadStalled(): string {
+  return t('uploadStalled');
+}
 
 /** What to tell a person whose upload failed with `status` (0: the server could not be reached). */
 export function uploadFailureMessage(status: number, retryAfter: string | null = null): string {
-  if (status === 0) return NETWORK_FAILURE;
+  if (status === 0) return networkFailure();
   if (status === 404) return failureMessage(404);
-  if (status === 429) return `Too many uploads right now. Please wait ${retryWait(retryAfter)} and try again.`;
-  return 'The upload did not go through. Please try again.';
+  if (status === 429) return t('uploadTooMany', { wait: retryWait(retryAfter) });
+  return t('uploadFailed');
 }
 
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} bytes`;
-  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
-  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+export function formatBytes(count: number): string {
+  return bytes(count);
 }
 
 /** What a person is told about a required field left empty, in words that fit its control. */
@@ -196,15 +178,15 @@ export function requiredMessage(field: Field): string {
     case 'rating':
     case 'scale':
     case 'nps':
-      return 'Please choose an answer.';
+      return t('requiredChoice');
     case 'checkbox':
-      return optionValues(field).length ? 'Please tick at least one option.' : 'Please tick this box to continue.';
+      return t(optionValues(field).length ? 'requiredTickOne' : 'requiredTickBox');
     case 'file-upload':
-      return 'Please choose a file.';
+      return t('requiredFile');
     case 'signature':
-      return 'Please sign, or type your name.';
+      return t('requiredSignature');
     default:
-      return 'This field is required.';
+      return t('requiredAnswer');
   }
 }
 
@@ -212,9 +194,38 @@ export function requiredMessage(field: Field): string {
 export function formatAmount(amount: unknown, currency: unknown): string | null {
   if (typeof amount !== 'number' || typeof currency !== 'string') return null;
   try {
-    const format = new Intl.NumberFormat(undefined, { style: 'currency', currency: currency.toUpperCase() });
+    const format = new Intl.NumberFormat(language(), { style: 'currency', currency: currency.toUpperCase() });
     return format.format(amount / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
   } catch {
     return null;
   }
+}
+
+/**
+ * What a person is told when the form changed while they filled it in (409 form_changed): the page
+ * shows the new version with every answer whose question is still there. All its wording is here.
+ */
+/** The notice's words, in the page's language (the catalogues' formChanged*). */
+export const FORM_CHANGED_NOTICE = {
+  get intro(): string { return t('formChanged'); },
+  get added(): string { return t('formChangedAdded'); },
+  get removed(): string { return t('formChangedRemoved'); },
+  get reworded(): string { return t('formChangedReworded'); },
+};
+
+/** The notice for a form changed from `before` to `after` (pure): the intro, then what was added, removed or reworded. */
+export function formChangedNotice(before: Field[], after: Field[]): string {
+  const asked = (fields: Field[]) => fields.filter((field) => field.type !== 'heading' && !field.hidden);
+  const old = new Map(asked(before).map((field) => [field.id, field]));
+  const now = asked(after);
+  const kept = new Set(now.map((field) => field.id));
+  const added = now.filter((field) => !old.has(field.id)).map((field) => field.label);
+  const removed = [...old.values()].filter((field) => !kept.has(field.id)).map((field) => field.label);
+  const reworded = now.filter((field) => old.has(field.id) && old.get(field.id)!.label !== field.label)
+    .map((field) => `${old.get(field.id)!.label} → ${field.label}`);
+  const parts = [FORM_CHANGED_NOTICE.intro];
+  if (added.length) parts.push(`${FORM_CHANGED_NOTICE.added} ${added.join(', ')}.`);
+  if (removed.length) parts.push(`${FORM_CHANGED_NOTICE.removed} ${removed.join(', ')}.`);
+  if (reworded.length) parts.push(`${FORM_CHANGED_NOTICE.reworded} ${reworded.join(', ')}.`);
+  return parts.join(' ');
 }

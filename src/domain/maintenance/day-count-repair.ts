@@ -1,0 +1,136 @@
+import type { Em } from '../../db/orm';
+import { timeOfId } from '../../lib/ids';
+import {
+  checkFormDays, databaseNow, formDaySpan, listCountedForms, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
+  type DayDrift,
+} from '../submissions/day-counts';
+import { monthsOfDays, utcDay } from '../submissions/day-windows';
+
+// The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
+// by form and month by month (the CLI's `counts check` and `counts repair`), and of the days written
+// since the previous run (the hourly maintenance). The statements are in submissions/day-counts.ts.
+
+/** A drifted (form, UTC day): `counted` rows, `stored` in the counts (before a repair). */
+export interface FormDayDrift extends DayDrift {
+  formId: string;
+}
+
+const FORMS_PAGE = 200;
+
+/**
+ * Checks (or repairs, `repair`) every day of every form (or of `formId`) from `since` (YYYY-MM-DD)
+ * on, a month of one form per statement, handing each drifted day to `onDrift` as it is found: the
+ * memory held is a page of form ids and a month's days, whatever the archive's size. Answers how
+ * many forms were gone through and how many days drifted.
+ */
+export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: string; since?: string },
+  onDrift: (drift: FormDayDrift) => void): Promise<{ forms: number; drifted: number }> {
+  let forms = 0;
+  let drifted = 0;
+  // the forms, then the counts left behind by forms deleted by hand (their rows went with them)
+  for (const list of [listCountedForms, listOrphanCountedForms]) for (let after = ''; ;) {
+    const page = await list(em, after, FORMS_PAGE, opts.formId);
+    for (const form of page) {
+      forms++;
+      const span = await formDaySpan(em, form.id);
+      if (!span) continue;
+      const first = opts.since && opts.since > span.first ? opts.since : span.first;
+      if (first > span.last) continue;
+      for (const days of monthsOfDays(first, span.last)) {
+        const found = opts.repair
+          ? await repairFormDays(em, form.organizationId, form.id, days)
+          : await checkFormDays(em, form.id, days);
+        for (const d of found) onDrift({ formId: form.id, ...d });
+        drifted += found.length;
+      }
+    }
+    if (page.length < FORMS_PAGE) break;
+    after = page[page.length - 1].id;
+  }
+  return { forms, drifted };
+}
+
+/** Rows commit a little after their created_at (and a deletion after its change's occurred_at): each run looks this far behind the last. */
+const OVERLAP_MS = 10 * 60_000;
+/** The first run, and a run after a long stop, looks back at most this far; older days are `counts repair`'s (deploy/README.md). */
+const LOOKBACK_MAX_MS = 2 * 86_400_000;
+/** The earliest a time-ordered id can name: older times are ids of the random kind, whose day the id does not tell. */
+const TIME_ORDERED_IDS_SINCE = Date.UTC(2026, 0, 1);
+
+/** PostgreSQL's lock_timeout. */
+const LOCK_TIMEOUT = '55P03';
+/** PostgreSQL's statement_timeout. */
+const STATEMENT_TIMEOUT = '57014';
+
+/** What a run of the maintenance's repair did: the days it repaired, and the forms it passed over (their count of a day's rows ran past the statement timeout). */
+export interface RecentRepair {
+  repaired: FormDayDrift[];
+  skipped: Array<{ formId: string; days: string[] }>;
+}
+
+/** The writes a run repairs before moving its mark: an hour of them. */
+const WINDOW_MS = 3_600_000;
+/**
+ * The rows one statement reads: ten minutes of them, so it stays inside the workers' statement
+ * timeout (DB_STATEMENT_TIMEOUT_MS) on a busy service: an hour of 720,000 rows took 1.3 s to read
+ * on a loaded test machine, so an hour per statement stalled the repair at a few hundred a second.
+ */
+const READ_MS = 10 * 60_000;
+
+/**
+ * Repairs the counts of every (form, UTC day) written since the previous run, found from the rows,
+ * never from the counts: the days of the submissions created since (also those stored by a release
+ * that did not count them), and the days of the submissions deleted since, which the change feed
+ * names by their time-ordered ids. An hour of writes at a time (read ten minutes a statement), the mark moving after each, so a
+ * run cut short keeps what it did; each day found costs an index-only count of its rows, not the
+ * archive. Answers the days repaired and the forms passed over.
+ */
+export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<RecentRepair> {
+  const mark = await readRepairMark(em);
+  const floor = now.getTime() - LOOKBACK_MAX_MS;
+  const readTo = await databaseNow(em);
+  const repaired: FormDayDrift[] = [];
+  const skipped: RecentRepair['skipped'] = [];
+  for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
+    const last = from.getTime() + WINDOW_MS >= readTo.getTime();
+    const until = last ? null : new Date(from.getTime() + WINDOW_MS);
+    const forms = new Map<string, { organizationId: string; days: Set<string> }>();
+    const add = (formId: string, organizationId: string, day: string) => {
+      const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
+      form.days.add(day);
+      forms.set(formId, form);
+    };
+    for (let at = from.getTime(); ;) {
+      const end = at + READ_MS;
+      const lastRead = end >= (until ?? readTo).getTime();
+      const written = await readDaysWrittenBetween(em, new Date(at), lastRead ? until : new Date(end));
+      for (const c of written.created) add(c.formId, c.organizationId, c.day);
+      for (const d of written.deleted) {
+        const idAt = timeOfId(d.submissionId).getTime();
+        if (idAt >= TIME_ORDERED_IDS_SINCE && idAt <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(idAt)));
+      }
+      if (lastRead) break;
+      at = end;
+    }
+    for (const [formId, form] of forms) {
+      const days = [...form.days].sort();
+      try {
+        for (const d of await repairFormDays(em, form.organizationId, formId, days)) repaired.push({ formId, ...d });
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
+        if (code === LOCK_TIMEOUT) return { repaired, skipped };
+        // a day of this form too big to count inside the workers' statement timeout: the others go on,
+        // the mark moves, and the worker names the form for `counts repair`, which has no such limit
+        if (code === STATEMENT_TIMEOUT) {
+          skipped.push({ formId, days });
+          continue;
+        }
+        throw err;
+      }
+    }
+    await writeRepairMark(em, until ?? readTo);
+    if (!until) return { repaired, skipped };
+    from = until;
+  }
+}
