@@ -14,6 +14,7 @@ import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { newTimeOrderedId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { expectDayCountsExact } from '../support/day-counts';
 import { DIST_ROOT } from '../support/processes';
 
 const DAY_MS = 86_400_000;
@@ -108,20 +109,7 @@ describe('day counts that heal', function () {
 
   const list = (formId: string, qs: string) => call(t.url, 'GET', `/v1/forms/${formId}/submissions?${qs}`, { key: tenant.key });
 
-  /** The day counts against count(*) by day; the list's and analytics' totals against count(*). */
-  async function expectCountsExact(formId: string): Promise<number> {
-    const byRows = await t.query(
-      `select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD') as day, count(*)::int as n from submissions
-        where form_id = ? group by 1 order by 1`, [formId]);
-    const byCounts = await t.query(
-      `select to_char(day, 'YYYY-MM-DD') as day, sum(count)::int as n from submission_day_counts
-        where form_id = ? group by day having sum(count) <> 0 order by 1`, [formId]);
-    expect(byCounts).to.deep.equal(byRows);
-    const total = byRows.reduce((sum: number, d: any) => sum + d.n, 0);
-    expect((await list(formId, 'limit=1')).body.pagination.total).to.equal(total);
-    expect((await call(t.url, 'GET', `/v1/forms/${formId}/analytics`, { key: tenant.key })).body.submissions).to.equal(total);
-    return total;
-  }
+  const expectCountsExact = (formId: string) => expectDayCountsExact(t, tenant, formId);
 
   async function repairForm(formId: string): Promise<FormDayDrift[]> {
     const found: FormDayDrift[] = [];

@@ -6,6 +6,7 @@ import { rollupUsage } from '../../src/domain/usage/rollup';
 import { FOLD_AFTER_DAYS, foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { newId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { expectDayCountsExact } from '../support/day-counts';
 
 const DAY_MS = 86_400_000;
 
@@ -48,21 +49,7 @@ describe('submissions counted per form and day', function () {
 
   const list = (formId: string, qs: string) => call(t.url, 'GET', `/v1/forms/${formId}/submissions?${qs}`, { key: tenant.key });
 
-  /** The day counts, summed over their slots, against count(*) by day; and the API's totals against count(*). */
-  async function expectCountsExact(formId: string): Promise<number> {
-    const byRows = await t.query(
-      `select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD') as day, count(*)::int as n from submissions
-        where form_id = ? group by 1 order by 1`, [formId]);
-    const byCounts = await t.query(
-      `select to_char(day, 'YYYY-MM-DD') as day, sum(count)::int as n from submission_day_counts
-        where form_id = ? group by day having sum(count) <> 0 order by 1`, [formId]);
-    expect(byCounts).to.deep.equal(byRows);
-    const total = byRows.reduce((sum: number, d: any) => sum + d.n, 0);
-    expect((await list(formId, 'limit=1')).body.pagination.total).to.equal(total);
-    const analytics = await call(t.url, 'GET', `/v1/forms/${formId}/analytics`, { key: tenant.key });
-    expect(analytics.body.submissions).to.equal(total);
-    return total;
-  }
+  const expectCountsExact = (formId: string) => expectDayCountsExact(t, tenant, formId);
 
   it('stays exact under concurrent creates and deletes on many days, through the API and the group commit', async () => {
     const form = await newForm();
