@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
+import { mostInWindow, startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { deleteQueueKeys } from '../support/databases';
 import { freshQueuePrefix, spawnWorker, waitUntil, type WorkerChild } from '../support/worker-stack';
@@ -7,16 +7,6 @@ import { freshQueuePrefix, spawnWorker, waitUntil, type WorkerChild } from '../s
 const FIELDS = [fieldInput('fld_n', 'text', 'N', { required: true })];
 const RATE = 2;
 
-/** The most arrivals within any 1 s window (sliding, starting at an arrival). */
-function mostInWindow(deliveries: Delivery[], windowMs = 1000): number {
-  const times = deliveries.map((d) => d.receivedAt).sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[i] - times[j] >= windowMs) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
 
 /**
  * A throttled backlog under trouble: the worker restarts, the worker stalls, a pause ends. A

@@ -4,7 +4,7 @@ import { failFastRedis } from '../../config/redis';
 import { SharedThrottle, throttleKeys } from '../../src/lib/throttle';
 import { registry } from '../../src/lib/metrics';
 import { startQueueSampler } from '../../src/ops/queue-sampler';
-import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
+import { mostInWindow, startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { deleteQueueKeys } from '../support/databases';
 import { deliveryProblems } from '../support/openapi-webhooks';
@@ -25,16 +25,6 @@ function perSecond(deliveries: Delivery[]): number[] {
   return counts;
 }
 
-/** The most arrivals within any window of `windowMs` (sliding, starting at an arrival). */
-function mostInWindow(deliveries: Delivery[], windowMs = 1000): number {
-  const times = deliveries.map((d) => d.receivedAt).sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[i] - times[j] >= windowMs) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
 
 describe('the shared throttle (Redis)', () => {
   let t: TestApp;

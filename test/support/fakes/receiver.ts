@@ -7,6 +7,17 @@ export interface Delivery {
   receivedAt: number;
 }
 
+/** The most arrivals within any window of `windowMs` (sliding, starting at an arrival). */
+export function mostInWindow(deliveries: Delivery[], windowMs = 1000): number {
+  const times = deliveries.map((d) => d.receivedAt).sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[i] - times[j] >= windowMs) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
 export interface ReceiverReply {
   status: number;
   headers?: Record<string, string>;
