@@ -1,0 +1,197 @@
+import type { Em } from '../../db/orm';
+import { DEFAULT_DAY_MARK_RULES, utcDay, type DayMark, type DayMarkRules } from './day-windows';
+
+// The statements of the day marks (src/README.md, day counts): every `every`-th submission of a
+// busy form's UTC day, ranked from the day's oldest row (the pure rules are in day-windows.ts).
+// Built behind the clock by a small job (buildDayMarks), read by the list (findDayMark), and
+// deleted, in the same transaction, by everything that removes or adds rows at a past position of
+// a day (invalidateDayMarks: a submission's deletion, the counts' repair of a drifted day,
+// partition retention; a form's row takes its marks with it by foreign key).
+//
+// The builder and the deleters take turns on a (form, day) advisory lock, the builder reading its
+// rows only once it holds it: a builder working from a snapshot taken before a deletion committed
+// would otherwise write marks ranked with the deleted row after the deletion removed the old ones.
+
+/** The first key of a (form, day)'s marks lock (the second: the hash of `formId/day`). */
+const DAY_MARKS_LOCK = 726354042;
+
+/** How the builder walks: the rules, how far behind the database's clock it stays, and its bounds. */
+export interface DayMarkBuild extends DayMarkRules {
+  /**
+   * Rows younger than this are not marked yet. A submission's `created_at` is the API's clock when
+   * its checks ended, and its row commits after the group commit's wait and statement (and their
+   * retries): a row committed later with a `created_at` below a mark would change that mark's rank.
+   * The default, 10 minutes, is what the counts' repair allows between the two (its overlap).
+   */
+  marginMs: number;
+  /** The most index entries one transaction walks (so a deletion waits on the lock a moment at most). */
+  perTransaction: number;
+  /** The most index entries one run walks, over every day. */
+  perRun: number;
+}
+
+export const DEFAULT_DAY_MARK_BUILD: DayMarkBuild = {
+  ...DEFAULT_DAY_MARK_RULES, marginMs: 600_000, perTransaction: 50_000, perRun: 1_000_000,
+};
+
+/** Takes the marks lock of each (form, day) in `days` (YYYY-MM-DD), in day order, until the transaction ends. */
+export async function lockDayMarks(tx: Em, formId: string, days: string[]): Promise<void> {
+  for (const day of [...new Set(days)].sort()) {
+    await tx.execute(`select pg_advisory_xact_lock(${DAY_MARKS_LOCK}, hashtext(? || '/' || ?))`, [formId, day]);
+  }
+}
+
+/**
+ * Deletes the marks of the form's `days`, inside the transaction that changed their rows, after
+ * taking their locks: a builder that began before sees its marks deleted here, one that waits reads
+ * the rows as this transaction leaves them.
+ */
+export async function invalidateDayMarks(tx: Em, organizationId: string, formId: string, days: string[]): Promise<void> {
+  if (!days.length) return;
+  await lockDayMarks(tx, formId, days);
+  await tx.execute(
+    `delete from submission_day_marks where organization_id = ? and form_id = ? and day = any(string_to_array(?, ',')::date[])`,
+    [organizationId, formId, [...new Set(days)].join(',')],
+  );
+}
+
+/**
+ * The marks of the form's `day` built before `before` (a deletion's time): marks a deletion that
+ * did not delete them (the previous release's, during a rolling deploy) left behind. Deleted under
+ * the lock; answers how many went.
+ */
+export async function invalidateDayMarksBuiltBefore(tx: Em, organizationId: string, formId: string, day: string, before: Date)
+  : Promise<number> {
+  await lockDayMarks(tx, formId, [day]);
+  const gone = await tx.execute(
+    'delete from submission_day_marks where organization_id = ? and form_id = ? and day = ?::date and built_at < ?::timestamptz',
+    [organizationId, formId, day, before.toISOString()], 'run',
+  );
+  return (gone as unknown as { affectedRows: number }).affectedRows;
+}
+
+/**
+ * Partition retention: the marks of the days before `cutoff`, whose rows it has just detached in
+ * the same transaction. A builder still reading those rows holds the partition, so the DETACH
+ * waited for it to commit; one that starts later finds the rows gone.
+ */
+export async function deleteDayMarksBefore(tx: Em, cutoff: Date): Promise<void> {
+  await tx.execute('delete from submission_day_marks where day < (?::timestamptz at time zone \'UTC\')::date', [cutoff.toISOString()]);
+}
+
+/** The form's mark on `day` of the largest rank at or below `rank` (one probe of the primary key); null when there is none. */
+export async function findDayMark(em: Em, organizationId: string, formId: string, day: string, rank: number): Promise<DayMark | null> {
+  const [row] = await em.getConnection().execute<Array<{ rank: string; created_at: Date | string; id: string }>>(
+    `select rank, created_at, id from submission_day_marks
+      where form_id = ? and day = ?::date and rank <= ? and organization_id = ?
+      order by rank desc limit 1`,
+    [formId, day, rank, organizationId],
+  );
+  return row ? { rank: Number(row.rank), createdAt: new Date(row.created_at), id: row.id } : null;
+}
+
+/** A form's UTC day that carries marks. */
+export interface BusyDay {
+  organizationId: string;
+  formId: string;
+  day: string;
+}
+
+/**
+ * The (form, day)s from `since` (YYYY-MM-DD) on whose counts sum to `minRows` or more, oldest day
+ * first: one look through the counts' day index (only `formId`'s days when given).
+ */
+export async function listBusyDays(em: Em, since: string, minRows: number, formId?: string): Promise<BusyDay[]> {
+  const rows = await em.getConnection().execute<Array<{ organization_id: string; form_id: string; day: string }>>(
+    `select organization_id, form_id, to_char(day, 'YYYY-MM-DD') as day from submission_day_counts
+      where day >= ?::date ${formId ? 'and form_id = ?' : ''}
+      group by organization_id, form_id, day having sum(count) >= ?
+      order by day, form_id`,
+    formId ? [since, formId, minRows] : [since, minRows],
+  );
+  return rows.map((r) => ({ organizationId: r.organization_id, formId: r.form_id, day: r.day }));
+}
+
+/**
+ * Extends the marks of one (form, day) by at most `limit` index entries, in a transaction of its
+ * own: under the day's lock, the newest mark is read, then the rows after it older than the margin
+ * are walked (index-only, oldest first), each numbered from the mark's rank, and every
+ * `every`-th rank becomes a mark. Answers the entries walked and the marks added.
+ */
+export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: number; marginMs: number; limit: number })
+  : Promise<{ walked: number; added: number }> {
+  const dayStart = new Date(`${busy.day}T00:00:00.000Z`);
+  const dayEnd = new Date(dayStart.getTime() + 86_400_000);
+  return em.transactional(async (tx) => {
+    await lockDayMarks(tx, busy.formId, [busy.day]);
+    const [newest] = await tx.execute<Array<{ rank: string; created_at: Date | string; id: string }>>(
+      `select rank, created_at, id from submission_day_marks
+        where form_id = ? and day = ?::date and organization_id = ? order by rank desc limit 1`,
+      [busy.formId, busy.day, busy.organizationId],
+    );
+    const after = newest ? 'and (created_at, id) > (?::timestamptz, ?)' : '';
+    const afterParams = newest ? [new Date(newest.created_at).toISOString(), newest.id] : [];
+    const [row] = await tx.execute<Array<{ walked: number; added: number }>>(
+      `with walked as materialized (
+         select created_at, id, ?::bigint + row_number() over (order by created_at, id) as rank from (
+           select created_at, id from submissions
+            where form_id = ? and created_at >= ?::timestamptz
+              and created_at < least(?::timestamptz, now() - ? * interval '1 millisecond') ${after}
+            order by created_at, id limit ?) w
+       ), added as (
+         insert into submission_day_marks (organization_id, form_id, day, rank, created_at, id)
+         select ?, ?, ?::date, rank, created_at, id from walked where rank > 0 and rank % ? = 0
+         returning 1
+       )
+       select (select count(*) from walked)::int as walked, (select count(*) from added)::int as added`,
+      [newest ? Number(newest.rank) : -1, busy.formId, dayStart.toISOString(), dayEnd.toISOString(), opts.marginMs, ...afterParams,
+        opts.limit, busy.organizationId, busy.formId, busy.day, opts.every],
+    );
+    return row;
+  });
+}
+
+/** What a run of the builder did. */
+export interface DayMarksRun {
+  /** The busy (form, day)s it went through. */
+  days: number;
+  walked: number;
+  added: number;
+  /** False when it stopped at its bound with rows left to walk: the next run goes on. */
+  caughtUp: boolean;
+}
+
+/** PostgreSQL's foreign_key_violation: the form was deleted while its marks were being written. */
+const FOREIGN_KEY_VIOLATION = '23503';
+
+/**
+ * Extends the marks of every busy (form, day) from `since` (YYYY-MM-DD; default: yesterday by `now`,
+ * the builder's every-30-seconds job) on, a transaction of at most `perTransaction` entries at a
+ * time and `perRun` in all. Cheap when nothing is to do: one look at the counts of those days, and
+ * for each busy day the newest mark and the rows after it (fewer than `every`, once caught up).
+ */
+export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { since?: string; formId?: string; now?: Date } = {})
+  : Promise<DayMarksRun> {
+  const o = { ...DEFAULT_DAY_MARK_BUILD, ...opts };
+  const since = opts.since ?? utcDay(new Date((opts.now ?? new Date()).getTime() - 86_400_000));
+  const busy = await listBusyDays(em, since, o.minRows, opts.formId);
+  let walked = 0;
+  let added = 0;
+  for (const day of busy) {
+    for (;;) {
+      const limit = Math.min(o.perTransaction, o.perRun - walked);
+      if (limit <= 0) return { days: busy.length, walked, added, caughtUp: false };
+      let step: { walked: number; added: number };
+      try {
+        step = await extendDayMarks(em, day, { every: o.every, marginMs: o.marginMs, limit });
+      } catch (err) {
+        if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) break;
+        throw err;
+      }
+      walked += step.walked;
+      added += step.added;
+      if (step.walked < limit) break;
+    }
+  }
+  return { days: busy.length, walked, added, caughtUp: true };
+}
