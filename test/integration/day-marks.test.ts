@@ -238,6 +238,44 @@ describe('day marks', function () {
     await expectEveryPageRight('after the race');
   });
 
+  it('drops, on its next run, the marks above a row committed later than the margin below them', async () => {
+    await buildDayMarks(em, { ...BUILD, since: threeDaysAgo });
+    await expectMarksRight(yesterday);
+    // a storing transaction that outlives the margin: its row's created_at lies in the day's middle
+    const at = new Date(new Date(`${yesterday}T00:00:00Z`).getTime() + 3600_000 + 40_500);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let inside!: () => void;
+    const stored = new Promise<void>((resolve) => { inside = resolve; });
+    const storing = orm.em.fork().transactional(async (tx) => {
+      await tx.execute(`
+        with ins as (
+          insert into submissions (id, organization_id, form_id, data, source, created_at) values (?, ?, ?, '{}', 'api', ?)
+          returning id, organization_id, form_id, created_at
+        ), changed as (
+          insert into submission_changes (organization_id, form_id, submission_id, type, occurred_at)
+          select organization_id, form_id, id, 'submission.created', created_at from ins
+        )
+        insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
+        select organization_id, form_id, (created_at at time zone 'UTC')::date, 1, 1 from ins
+        on conflict (form_id, day, slot) do update set count = c.count + 1`,
+      [newTimeOrderedId('sub', at), ORG, FORM, at.toISOString()]);
+      inside();
+      await held;
+    });
+    await stored;
+    // a run while it is in flight sees nothing of it
+    expect(await buildDayMarks(em, { ...BUILD, since: threeDaysAgo })).to.include({ dropped: 0 });
+    release();
+    await storing;
+    const run = await buildDayMarks(em, { ...BUILD, since: threeDaysAgo });
+    await expectEveryPageRight('after a late row');
+    await expectMarksRight(yesterday);
+    expect(run.dropped).to.be.greaterThan(0);
+    // and a run after it drops nothing
+    expect(await buildDayMarks(em, { ...BUILD, since: threeDaysAgo })).to.include({ dropped: 0, added: 0 });
+  });
+
   it('reads a bounded number of index entries for a middle page of a marked day, not half the day', async () => {
     const BIG = 'form_big';
     await seed(orm, `insert into forms (id, organization_id, title, status) values (?, ?, 'Big', 'published')`, [BIG, ORG]);

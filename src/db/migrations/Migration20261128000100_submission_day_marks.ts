@@ -7,7 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
  * release neither reads nor writes it. The foreign key takes a form's marks with it when the form
  * row is deleted (by hand: the API only marks forms deleted), in the deleting transaction, as its
  * submissions go. `built_at` lets the hourly repair find the marks a deletion by the previous
- * release (which does not know them) left behind during a rolling deploy.
+ * release (which does not know them) left behind during a rolling deploy. A (form, day)'s
+ * `checked_xmin` is where the builder's next look through the change feed for rows committed late
+ * below its marks starts.
  */
 export class Migration20261128000100_submission_day_marks extends Migration {
   override async up(): Promise<void> {
@@ -21,10 +23,17 @@ create table if not exists submission_day_marks (
   id text not null,
   built_at timestamptz not null default statement_timestamp(),
   primary key (form_id, day, rank)
+);
+create table if not exists submission_day_mark_checks (
+  organization_id text not null,
+  form_id text not null references forms(id) on delete cascade,
+  day date not null,
+  checked_xmin xid8 not null,
+  primary key (form_id, day)
 );`);
   }
 
   override async down(): Promise<void> {
-    this.addSql('drop table if exists submission_day_marks;');
+    this.addSql('drop table if exists submission_day_mark_checks; drop table if exists submission_day_marks;');
   }
 }

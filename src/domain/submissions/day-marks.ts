@@ -11,6 +11,9 @@ import { DEFAULT_DAY_MARK_RULES, utcDay, type DayMark, type DayMarkRules } from 
 // The builder and the deleters take turns on a (form, day) advisory lock, the builder reading its
 // rows only once it holds it: a builder working from a snapshot taken before a deletion committed
 // would otherwise write marks ranked with the deleted row after the deletion removed the old ones.
+// Rows are only added at a past position by a storing transaction that committed later than the
+// builder's margin after its `created_at`: the builder's next run finds them in the change feed
+// (extendDayMarks) and drops the marks above them.
 
 /** The first key of a (form, day)'s marks lock (the second: the hash of `formId/day`). */
 const DAY_MARKS_LOCK = 726354042;
@@ -76,7 +79,9 @@ export async function invalidateDayMarksBuiltBefore(tx: Em, organizationId: stri
  * waited for it to commit; one that starts later finds the rows gone.
  */
 export async function deleteDayMarksBefore(tx: Em, cutoff: Date): Promise<void> {
-  await tx.execute('delete from submission_day_marks where day < (?::timestamptz at time zone \'UTC\')::date', [cutoff.toISOString()]);
+  for (const table of ['submission_day_marks', 'submission_day_mark_checks']) {
+    await tx.execute(`delete from ${table} where day < (?::timestamptz at time zone 'UTC')::date`, [cutoff.toISOString()]);
+  }
 }
 
 /** The form's mark on `day` of the largest rank at or below `rank` (one probe of the primary key); null when there is none. */
@@ -114,20 +119,49 @@ export async function listBusyDays(em: Em, since: string, minRows: number, formI
 
 /**
  * Extends the marks of one (form, day) by at most `limit` index entries, in a transaction of its
- * own: under the day's lock, the newest mark is read, then the rows after it older than the margin
- * are walked (index-only, oldest first), each numbered from the mark's rank, and every
- * `every`-th rank becomes a mark. Answers the entries walked and the marks added.
+ * own, under the day's lock:
+ * - first, the rows committed late: a row whose `created_at` lies below a mark but which committed
+ *   after the previous run's snapshot (a storing transaction that outlived the margin) moved every
+ *   mark above it a rank up. Every row committed since has a change-feed record with a transaction
+ *   id at or above that snapshot's xmin (`checked_xmin`): the marks at or above the oldest such row
+ *   of the day go;
+ * - then the newest mark is read, the rows after it older than the margin walked (index-only,
+ *   oldest first), each numbered from the mark's rank, and every `every`-th rank becomes a mark;
+ * - `checked_xmin` becomes the xmin of this transaction's first snapshot: any row it did not see
+ *   has a transaction id at or above it.
+ * Answers the entries walked, the marks added and the marks dropped for late rows.
  */
 export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: number; marginMs: number; limit: number })
-  : Promise<{ walked: number; added: number }> {
+  : Promise<{ walked: number; added: number; dropped: number }> {
   const dayStart = new Date(`${busy.day}T00:00:00.000Z`);
   const dayEnd = new Date(dayStart.getTime() + 86_400_000);
+  const { organizationId, formId, day } = busy;
   return em.transactional(async (tx) => {
-    await lockDayMarks(tx, busy.formId, [busy.day]);
+    await lockDayMarks(tx, formId, [day]);
+    const [state] = await tx.execute<Array<{ xmin: string; checked: string | null }>>(
+      `select pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
+              (select checked_xmin::text from submission_day_mark_checks
+                where form_id = ? and day = ?::date and organization_id = ?) as checked`,
+      [formId, day, organizationId],
+    );
+    let dropped = 0;
+    if (state.checked !== null) {
+      const gone = await tx.execute(
+        `with late as (
+           select min(c.occurred_at) as at from submission_changes c
+            where c.organization_id = ? and c.form_id = ? and c.xid >= ?::xid8 and c.type = 'submission.created'
+              and c.occurred_at >= ?::timestamptz and c.occurred_at < ?::timestamptz
+         )
+         delete from submission_day_marks m using late
+          where m.form_id = ? and m.day = ?::date and m.organization_id = ? and m.created_at >= late.at`,
+        [organizationId, formId, state.checked, dayStart.toISOString(), dayEnd.toISOString(), formId, day, organizationId], 'run',
+      );
+      dropped = (gone as unknown as { affectedRows: number }).affectedRows;
+    }
     const [newest] = await tx.execute<Array<{ rank: string; created_at: Date | string; id: string }>>(
       `select rank, created_at, id from submission_day_marks
         where form_id = ? and day = ?::date and organization_id = ? order by rank desc limit 1`,
-      [busy.formId, busy.day, busy.organizationId],
+      [formId, day, organizationId],
     );
     const after = newest ? 'and (created_at, id) > (?::timestamptz, ?)' : '';
     const afterParams = newest ? [new Date(newest.created_at).toISOString(), newest.id] : [];
@@ -144,10 +178,15 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
          returning 1
        )
        select (select count(*) from walked)::int as walked, (select count(*) from added)::int as added`,
-      [newest ? Number(newest.rank) : -1, busy.formId, dayStart.toISOString(), dayEnd.toISOString(), opts.marginMs, ...afterParams,
-        opts.limit, busy.organizationId, busy.formId, busy.day, opts.every],
+      [newest ? Number(newest.rank) : -1, formId, dayStart.toISOString(), dayEnd.toISOString(), opts.marginMs, ...afterParams,
+        opts.limit, organizationId, formId, day, opts.every],
     );
-    return row;
+    await tx.execute(
+      `insert into submission_day_mark_checks (organization_id, form_id, day, checked_xmin) values (?, ?, ?::date, ?::xid8)
+       on conflict (form_id, day) do update set checked_xmin = excluded.checked_xmin`,
+      [organizationId, formId, day, state.xmin],
+    );
+    return { ...row, dropped };
   });
 }
 
@@ -157,6 +196,8 @@ export interface DayMarksRun {
   days: number;
   walked: number;
   added: number;
+  /** Marks dropped because a row committed late below them (a storing transaction that outlived the margin). */
+  dropped: number;
   /** False when it stopped at its bound with rows left to walk: the next run goes on. */
   caughtUp: boolean;
 }
@@ -177,11 +218,12 @@ export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { sinc
   const busy = await listBusyDays(em, since, o.minRows, opts.formId);
   let walked = 0;
   let added = 0;
+  let dropped = 0;
   for (const day of busy) {
     for (;;) {
       const limit = Math.min(o.perTransaction, o.perRun - walked);
-      if (limit <= 0) return { days: busy.length, walked, added, caughtUp: false };
-      let step: { walked: number; added: number };
+      if (limit <= 0) return { days: busy.length, walked, added, dropped, caughtUp: false };
+      let step: { walked: number; added: number; dropped: number };
       try {
         step = await extendDayMarks(em, day, { every: o.every, marginMs: o.marginMs, limit });
       } catch (err) {
@@ -190,8 +232,9 @@ export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { sinc
       }
       walked += step.walked;
       added += step.added;
+      dropped += step.dropped;
       if (step.walked < limit) break;
     }
   }
-  return { days: busy.length, walked, added, caughtUp: true };
+  return { days: busy.length, walked, added, dropped, caughtUp: true };
 }
