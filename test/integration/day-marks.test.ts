@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ensureDatabase, initOrm, type Orm } from '../../src/db/orm';
 import type { Em } from '../../src/db/types';
@@ -10,7 +13,9 @@ import { deleteSubmission, listSubmissions } from '../../src/domain/submissions/
 import { utcDay } from '../../src/domain/submissions/day-windows';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { seed } from '../support/harness';
+import { DIST_ROOT } from '../support/processes';
 
+const execFileAsync = promisify(execFile);
 const DAY_MS = 86_400_000;
 /** Small rules, so a few hundred rows make a busy day with many marks. */
 const RULES = { every: 7, minRows: 50 };
@@ -274,6 +279,16 @@ describe('day marks', function () {
     expect(run.dropped).to.be.greaterThan(0);
     // and a run after it drops nothing
     expect(await buildDayMarks(em, { ...BUILD, since: threeDaysAgo })).to.include({ dropped: 0, added: 0 });
+  });
+
+  it('counts marks: builds the marks of busy days older than the job\'s two', async () => {
+    await orm.em.fork().transactional((tx) => invalidateDayMarks(tx, ORG, FORM, [threeDaysAgo]));
+    const { stdout } = await execFileAsync(process.execPath, [path.join(DIST_ROOT, 'src/cli/index.js'), 'counts', 'marks', '--form', FORM,
+      '--since', threeDaysAgo], {
+      env: { ...process.env, NODE_NO_WARNINGS: '1', DATABASE_URL: databaseUrl, DAY_MARK_EVERY: '7', DAY_MARK_MIN_ROWS: '50', DAY_MARKS_MARGIN_MS: '0' },
+    });
+    expect(JSON.parse(stdout)).to.include({ days: 2, added: 11 });
+    await expectMarksRight(threeDaysAgo);
   });
 
   it('reads a bounded number of index entries for a middle page of a marked day, not half the day', async () => {
