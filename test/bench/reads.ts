@@ -30,7 +30,8 @@ import { benchEnvironment, benchNumber, loadAgent, percentile, post, request, se
  * prints). At 10,000 and at N, after VACUUM ANALYZE, the day marks' builder (buildDayMarks, the
  * usage worker's job) runs until it has caught up, with no margin (the load is over: no storing
  * transaction is left in flight), and the bench prints how long it took, the marks it made and its
- * cost per 100,000 rows walked, then the same table. `--mark-every` and `--mark-min` (default
+ * cost per 100,000 rows walked, then the same table, with the middle page also read by an API that
+ * never looks for a mark (the walk from the day's nearer end) for comparison. `--mark-every` and `--mark-min` (default
  * 1,000 and 20,000, DAY_MARK_EVERY and DAY_MARK_MIN_ROWS of both the builder and the measured API)
  * make a small load's day busy enough to carry marks.
  */
@@ -265,6 +266,14 @@ async function main(): Promise<void> {
       const measured = await measure(api.url, seeded.formId, readKey, stored);
       await api.proc.stop();
       api = null;
+      if (ONE_DAY) {
+        // The same middle page from an API that never looks for a mark (a day's walk from its nearer end), for comparison in this run.
+        api = await startEntry('src/api.js', { ...common, DAY_MARK_MIN_ROWS: String(1_000_000_000) }, 'PORT', [], env.logFile('api-no-marks'));
+        const url = `${api.url}/v1/forms/${seeded.formId}/submissions?limit=${LIMIT}&offset=${Math.floor(stored / 2)}`;
+        measured['list, middle page, no marks'] = await timed('middle page, no marks', () => request('GET', url, readKey));
+        await api.proc.stop();
+        api = null;
+      }
       results.push({ stored, measured });
       console.log(`at ${stored}:`);
       console.table(measured);

@@ -27,14 +27,17 @@ export interface DayMarkBuild extends DayMarkRules {
    * The default, 10 minutes, is what the counts' repair allows between the two (its overlap).
    */
   marginMs: number;
-  /** The most index entries one transaction walks (so a deletion waits on the lock a moment at most). */
+  /**
+   * The most index entries one transaction walks: a deletion of the day waits on its lock that long
+   * at most, well inside the API's lock timeout (DB_LOCK_TIMEOUT_MS) even from a cold cache.
+   */
   perTransaction: number;
   /** The most index entries one run walks, over every day. */
   perRun: number;
 }
 
 export const DEFAULT_DAY_MARK_BUILD: DayMarkBuild = {
-  ...DEFAULT_DAY_MARK_RULES, marginMs: 600_000, perTransaction: 50_000, perRun: 1_000_000,
+  ...DEFAULT_DAY_MARK_RULES, marginMs: 600_000, perTransaction: 10_000, perRun: 1_000_000,
 };
 
 /** Takes the marks lock of each (form, day) in `days` (YYYY-MM-DD), in day order, until the transaction ends. */
@@ -165,6 +168,8 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
     );
     const after = newest ? 'and (created_at, id) > (?::timestamptz, ?)' : '';
     const afterParams = newest ? [new Date(newest.created_at).toISOString(), newest.id] : [];
+    // The walk names the form without its organization (which the form's index lacks), as the list's
+    // own walk does (read-store.ts): the form is the organization's, found with it in its counts.
     const [row] = await tx.execute<Array<{ walked: number; added: number }>>(
       `with walked as materialized (
          select created_at, id, ?::bigint + row_number() over (order by created_at, id) as rank from (
