@@ -126,7 +126,7 @@ describe('day windows (pure)', () => {
     const whole = { from: null, until: null };
     const rules = { every: 10, minRows: 100 };
     const day = (count: number): DayCount => ({ day: '2026-03-02', count });
-    const mark = (rank: number): DayMark => ({ rank, createdAt: at('2026-03-02T10:00:00Z'), id: `sub_${rank}` });
+    const mark = (rank: number): DayMark => ({ rank, createdAt: '2026-03-02T10:00:00.000000Z', id: `sub_${rank}` });
 
     it('marks every K-th rank from the oldest row, the oldest itself not', () => {
       expect([0, 1, 9, 10, 11, 20, 25, 30].filter((r) => isMarkRank(r, 10))).to.deep.equal([10, 20, 30]);
@@ -154,7 +154,7 @@ describe('day windows (pure)', () => {
       const located = { day: day(1000), skip: 500 };
       expect(markedPageStart(located, whole, 499, mark(490))).to.deep.equal({
         from: at('2026-03-02T00:00:00Z'), until: at('2026-03-03T00:00:00Z'), skip: 9, fromOldest: true,
-        after: { createdAt: at('2026-03-02T10:00:00Z'), id: 'sub_490' },
+        after: { createdAt: '2026-03-02T10:00:00.000000Z', id: 'sub_490' },
       });
       expect(markedPageStart(located, whole, 499, null)).to.equal(null);
       expect(markedPageStart(located, whole, 499, mark(500))).to.equal(null);

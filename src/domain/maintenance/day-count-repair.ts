@@ -4,7 +4,7 @@ import {
   checkFormDays, databaseNow, formDaySpan, listCountedForms, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
   type DayDrift,
 } from '../submissions/day-counts';
-import { invalidateDayMarksBuiltBefore } from '../submissions/day-marks';
+import { invalidateDayMarksNotSeeing } from '../submissions/day-marks';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
 
 // The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
@@ -96,7 +96,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
-    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; at: Date }>();
+    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xid: string }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
@@ -114,7 +114,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
         add(d.formId, d.organizationId, day);
         const key = `${d.formId}/${day}`;
         const seen = deletedDays.get(key);
-        if (!seen || seen.at < d.occurredAt) deletedDays.set(key, { organizationId: d.organizationId, formId: d.formId, day, at: d.occurredAt });
+        if (!seen || BigInt(seen.xid) < BigInt(d.xid)) deletedDays.set(key, { organizationId: d.organizationId, formId: d.formId, day, xid: d.xid });
       }
       if (lastRead) break;
       at = end;
@@ -137,9 +137,10 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       }
     }
     // A deletion by the previous release (a rolling deploy) left its day's marks in place: those
-    // built before it go (this release's deletions deleted them already; none are older).
+    // whose snapshot may not have seen it go, with every mark above them (this release's deletions
+    // deleted them already; the marks built since saw them).
     for (const d of deletedDays.values()) {
-      await em.transactional((tx) => invalidateDayMarksBuiltBefore(tx, d.organizationId, d.formId, d.day, d.at));
+      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xid));
     }
     await writeRepairMark(em, until ?? readTo);
     if (!until) return { repaired, skipped };

@@ -251,7 +251,7 @@ export async function databaseNow(em: Em): Promise<Date> {
  */
 export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | null): Promise<{
   created: Array<{ formId: string; organizationId: string; day: string }>;
-  deleted: Array<{ formId: string; organizationId: string; submissionId: string; occurredAt: Date }>;
+  deleted: Array<{ formId: string; organizationId: string; submissionId: string; xid: string }>;
 }> {
   const conn = em.getConnection();
   const bounds = until ? [from.toISOString(), until.toISOString()] : [from.toISOString()];
@@ -260,8 +260,8 @@ export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | n
        from submissions where created_at >= ? ${until ? 'and created_at < ?' : ''} group by 1, 2, 3`,
     bounds,
   );
-  const deleted = await conn.execute<Array<{ form_id: string; organization_id: string; submission_id: string; occurred_at: Date | string }>>(
-    `select form_id, organization_id, submission_id, max(occurred_at) as occurred_at from submission_changes
+  const deleted = await conn.execute<Array<{ form_id: string; organization_id: string; submission_id: string; xid: string }>>(
+    `select form_id, organization_id, submission_id, max(xid)::text as xid from submission_changes
       where type = 'submission.deleted' and occurred_at >= ? ${until ? 'and occurred_at < ?' : ''}
       group by 1, 2, 3`,
     bounds,
@@ -269,7 +269,7 @@ export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | n
   return {
     created: created.map((r) => ({ formId: r.form_id, organizationId: r.organization_id, day: r.day })),
     deleted: deleted.map((r) => ({
-      formId: r.form_id, organizationId: r.organization_id, submissionId: r.submission_id, occurredAt: new Date(r.occurred_at),
+      formId: r.form_id, organizationId: r.organization_id, submissionId: r.submission_id, xid: r.xid,
     })),
   };
 }

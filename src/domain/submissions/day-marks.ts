@@ -62,19 +62,27 @@ export async function invalidateDayMarks(tx: Em, organizationId: string, formId:
 }
 
 /**
- * The marks of the form's `day` built before `before` (a deletion's time): marks a deletion that
- * did not delete them (the previous release's, during a rolling deploy) left behind. Deleted under
- * the lock; answers how many went.
+ * The marks of the form's `day` that may not have seen a deletion by transaction `xid` (one that
+ * did not delete them: the previous release's, during a rolling deploy), and every mark above the
+ * lowest of them: a mark is ranked from the one below it, so a mark built after the deletion on
+ * top of one built before is as wrong. A mark saw the deletion when its snapshot's xmin lies above
+ * `xid`; its build time says nothing, as the deletion's change carries its transaction's start,
+ * not its commit. Deleted under the lock; answers how many went.
  */
-export async function invalidateDayMarksBuiltBefore(tx: Em, organizationId: string, formId: string, day: string, before: Date)
+export async function invalidateDayMarksNotSeeing(tx: Em, organizationId: string, formId: string, day: string, xid: string)
   : Promise<number> {
   await lockDayMarks(tx, formId, [day]);
   const gone = await tx.execute(
-    'delete from submission_day_marks where organization_id = ? and form_id = ? and day = ?::date and built_at < ?::timestamptz',
-    [organizationId, formId, day, before.toISOString()], 'run',
+    `delete from submission_day_marks where organization_id = ? and form_id = ? and day = ?::date
+       and rank >= (select min(rank) from submission_day_marks
+                     where organization_id = ? and form_id = ? and day = ?::date and built_xmin <= ?::xid8)`,
+    [organizationId, formId, day, organizationId, formId, day, xid], 'run',
   );
   return (gone as unknown as { affectedRows: number }).affectedRows;
 }
+
+/** A mark's created_at as the text the statements take it back in, to the microsecond (DayMark). */
+const EXACT_CREATED_AT = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 /**
  * Partition retention: the marks of the days before `cutoff`, whose rows it has just detached in
@@ -89,13 +97,13 @@ export async function deleteDayMarksBefore(tx: Em, cutoff: Date): Promise<void> 
 
 /** The form's mark on `day` of the largest rank at or below `rank` (one probe of the primary key); null when there is none. */
 export async function findDayMark(em: Em, organizationId: string, formId: string, day: string, rank: number): Promise<DayMark | null> {
-  const [row] = await em.getConnection().execute<Array<{ rank: string; created_at: Date | string; id: string }>>(
-    `select rank, created_at, id from submission_day_marks
+  const [row] = await em.getConnection().execute<Array<{ rank: string; created_at: string; id: string }>>(
+    `select rank, ${EXACT_CREATED_AT} as created_at, id from submission_day_marks
       where form_id = ? and day = ?::date and rank <= ? and organization_id = ?
       order by rank desc limit 1`,
     [formId, day, rank, organizationId],
   );
-  return row ? { rank: Number(row.rank), createdAt: new Date(row.created_at), id: row.id } : null;
+  return row ? { rank: Number(row.rank), createdAt: row.created_at, id: row.id } : null;
 }
 
 /** A form's UTC day that carries marks. */
@@ -106,15 +114,19 @@ export interface BusyDay {
 }
 
 /**
- * The (form, day)s from `since` (YYYY-MM-DD) on whose counts sum to `minRows` or more, oldest day
- * first: one look through the counts' day index (only `formId`'s days when given).
+ * The (form, day)s from `since` (YYYY-MM-DD) on whose counts sum to `minRows` or more, the one the
+ * builder visited longest ago first (never visited, then by its `checked_xmin`): a run that stops
+ * at its bound goes on, next time, with the days it did not reach. One look through the counts' day
+ * index (only `formId`'s days when given).
  */
 export async function listBusyDays(em: Em, since: string, minRows: number, formId?: string): Promise<BusyDay[]> {
   const rows = await em.getConnection().execute<Array<{ organization_id: string; form_id: string; day: string }>>(
-    `select organization_id, form_id, to_char(day, 'YYYY-MM-DD') as day from submission_day_counts
-      where day >= ?::date ${formId ? 'and form_id = ?' : ''}
-      group by organization_id, form_id, day having sum(count) >= ?
-      order by day, form_id`,
+    `select b.organization_id, b.form_id, to_char(b.day, 'YYYY-MM-DD') as day from (
+       select organization_id, form_id, day from submission_day_counts
+        where day >= ?::date ${formId ? 'and form_id = ?' : ''}
+        group by organization_id, form_id, day having sum(count) >= ?) b
+       left join submission_day_mark_checks k on k.form_id = b.form_id and k.day = b.day and k.organization_id = b.organization_id
+      order by k.checked_xmin nulls first, b.day, b.form_id`,
     formId ? [since, formId, minRows] : [since, minRows],
   );
   return rows.map((r) => ({ organizationId: r.organization_id, formId: r.form_id, day: r.day }));
@@ -161,13 +173,13 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
       );
       dropped = (gone as unknown as { affectedRows: number }).affectedRows;
     }
-    const [newest] = await tx.execute<Array<{ rank: string; created_at: Date | string; id: string }>>(
-      `select rank, created_at, id from submission_day_marks
+    const [newest] = await tx.execute<Array<{ rank: string; created_at: string; id: string }>>(
+      `select rank, ${EXACT_CREATED_AT} as created_at, id from submission_day_marks
         where form_id = ? and day = ?::date and organization_id = ? order by rank desc limit 1`,
       [formId, day, organizationId],
     );
     const after = newest ? 'and (created_at, id) > (?::timestamptz, ?)' : '';
-    const afterParams = newest ? [new Date(newest.created_at).toISOString(), newest.id] : [];
+    const afterParams = newest ? [newest.created_at, newest.id] : [];
     // The walk names the form without its organization (which the form's index lacks), as the list's
     // own walk does (read-store.ts): the form is the organization's, found with it in its counts.
     const [row] = await tx.execute<Array<{ walked: number; added: number }>>(
@@ -178,8 +190,8 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
               and created_at < least(?::timestamptz, now() - ? * interval '1 millisecond') ${after}
             order by created_at, id limit ?) w
        ), added as (
-         insert into submission_day_marks (organization_id, form_id, day, rank, created_at, id)
-         select ?, ?, ?::date, rank, created_at, id from walked where rank > 0 and rank % ? = 0
+         insert into submission_day_marks (organization_id, form_id, day, rank, created_at, id, built_xmin)
+         select ?, ?, ?::date, rank, created_at, id, pg_snapshot_xmin(pg_current_snapshot()) from walked where rank > 0 and rank % ? = 0
          returning 1
        )
        select (select count(*) from walked)::int as walked, (select count(*) from added)::int as added`,
@@ -213,8 +225,11 @@ const FOREIGN_KEY_VIOLATION = '23503';
 /**
  * Extends the marks of every busy (form, day) from `since` (YYYY-MM-DD; default: yesterday by `now`,
  * the builder's every-30-seconds job) on, a transaction of at most `perTransaction` entries at a
- * time and `perRun` in all. Cheap when nothing is to do: one look at the counts of those days, and
- * for each busy day the newest mark and the rows after it (fewer than `every`, once caught up).
+ * time and `perRun` in all. The days take turns, a transaction each (listBusyDays' order, the one
+ * visited longest ago first), so one form's backlog of millions neither holds back another's marks
+ * nor its look for rows committed late below them. Cheap when nothing is to do: one look at the
+ * counts of those days, and for each busy day the newest mark and the rows after it (fewer than
+ * `every`, once caught up).
  */
 export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { since?: string; formId?: string; now?: Date } = {})
   : Promise<DayMarksRun> {
@@ -224,22 +239,24 @@ export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { sinc
   let walked = 0;
   let added = 0;
   let dropped = 0;
-  for (const day of busy) {
-    for (;;) {
+  for (let pending = busy; pending.length;) {
+    const more: BusyDay[] = [];
+    for (const day of pending) {
       const limit = Math.min(o.perTransaction, o.perRun - walked);
       if (limit <= 0) return { days: busy.length, walked, added, dropped, caughtUp: false };
       let step: { walked: number; added: number; dropped: number };
       try {
         step = await extendDayMarks(em, day, { every: o.every, marginMs: o.marginMs, limit });
       } catch (err) {
-        if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) break;
+        if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) continue;
         throw err;
       }
       walked += step.walked;
       added += step.added;
       dropped += step.dropped;
-      if (step.walked < limit) break;
+      if (step.walked >= limit) more.push(day);
     }
+    pending = more;
   }
   return { days: busy.length, walked, added, dropped, caughtUp: true };
 }

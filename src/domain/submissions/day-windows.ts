@@ -85,7 +85,7 @@ export interface PageStart {
   until: Date;
   skip: number;
   fromOldest: boolean;
-  after?: { createdAt: Date; id: string };
+  after?: { createdAt: string; id: string };
 }
 
 /** The start of a page whose first row is the `skip`-th newest of `day` (locateOffset), within the bounds. */
@@ -136,10 +136,14 @@ export interface DayMarkRules {
 
 export const DEFAULT_DAY_MARK_RULES: DayMarkRules = { every: 1_000, minRows: 20_000 };
 
-/** A mark: the row (`createdAt`, `id`) of rank `rank` from its day's oldest row (0: the oldest). */
+/**
+ * A mark: the row (`createdAt`, `id`) of rank `rank` from its day's oldest row (0: the oldest).
+ * `createdAt` is the timestamp's exact text, to the microsecond: a Date keeps milliseconds, and a
+ * row of the same millisecond before the mark's would move every page started from it.
+ */
 export interface DayMark {
   rank: number;
-  createdAt: Date;
+  createdAt: string;
   id: string;
 }
 

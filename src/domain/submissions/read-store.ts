@@ -37,7 +37,7 @@ export async function readSubmissionPage(em: Em, organizationId: string, formId:
   const lower = page.lower ? 'and created_at >= ?' : '';
   const lowerParam = page.lower ? [page.lower.toISOString()] : [];
   const after = start.fromOldest && start.after ? 'and (created_at, id) >= (?::timestamptz, ?)' : '';
-  const afterParams = start.fromOldest && start.after ? [start.after.createdAt.toISOString(), start.after.id] : [];
+  const afterParams = start.fromOldest && start.after ? [start.after.createdAt, start.after.id] : [];
   const startSql = start.fromOldest
     ? `select created_at, id from submissions where form_id = ? and created_at >= ? and created_at < ? ${after}
         order by created_at, id offset ? limit 1`
