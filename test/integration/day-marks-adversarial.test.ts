@@ -5,7 +5,7 @@ import { newTimeOrderedId } from '../../src/lib/ids';
 import { repairRecentDayCounts } from '../../src/domain/maintenance/day-count-repair';
 import { buildDayMarks } from '../../src/domain/submissions/day-marks';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
-import { listSubmissions } from '../../src/domain/submissions/read-service';
+import { deleteSubmission, listSubmissions } from '../../src/domain/submissions/read-service';
 import { utcDay } from '../../src/domain/submissions/day-windows';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { seed } from '../support/harness';
@@ -131,6 +131,27 @@ describe('day marks, adversarial', function () {
     await repairRecentDayCounts(em);
     await expectMarksRight(FORM, yesterday);
     await expectEveryPageRight(FORM, 'after the hourly repair');
+  });
+
+  it('drops, on the builder\'s next run, the marks a previous release\'s deletion left wrong', async () => {
+    const FORM = 'form_prev_builder';
+    await addForm(FORM);
+    await addRows(FORM, yesterday, 200);
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    const order = await naiveOrder(FORM);
+    await seed(orm, DELETE_SUBMISSION_SQL, [order[order.length - 30], ORG]);
+    await addRows(FORM, yesterday, 60, 80_000);
+    const run = await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    expect(run.dropped).to.be.greaterThan(0);
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after the builder\'s run');
+    // and this release's deletions, which deleted the marks themselves, cost the rebuilt marks nothing
+    await deleteSubmission(em, ORG, order[order.length - 60]);
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    const built = await marksOf(FORM, yesterday);
+    expect(await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM })).to.include({ dropped: 0, added: 0 });
+    expect(await marksOf(FORM, yesterday)).to.deep.equal(built);
+    await expectMarksRight(FORM, yesterday);
   });
 
   it('serves the right pages and builds the right marks when created_at carries microseconds', async () => {

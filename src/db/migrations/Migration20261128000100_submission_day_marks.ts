@@ -6,10 +6,9 @@ import { Migration } from '@mikro-orm/migrations';
  * starts from the nearest mark, not from either end of the day. A new table only: the previous
  * release neither reads nor writes it. The foreign key takes a form's marks with it when the form
  * row is deleted (by hand: the API only marks forms deleted), in the deleting transaction, as its
- * submissions go. `built_xmin` (the xmin of the snapshot the mark was ranked from) lets the hourly
- * repair find the marks a deletion by the previous release (which does not know them) left behind
- * during a rolling deploy: any transaction at or above it may be one the build did not see;
- * `built_at` is for people. A (form, day)'s
+ * submissions go. `built_snapshot` (the snapshot the mark was ranked from) lets the builder and the
+ * hourly repair find the marks a deletion by the previous release (which does not know them) left
+ * behind during a rolling deploy: those whose snapshot does not see it; `built_at` is for people. A (form, day)'s
  * `checked_xmin` is where the builder's next look through the change feed for rows committed late
  * below its marks starts.
  */
@@ -24,7 +23,7 @@ create table if not exists submission_day_marks (
   created_at timestamptz not null,
   id text not null,
   built_at timestamptz not null default statement_timestamp(),
-  built_xmin xid8 not null,
+  built_snapshot pg_snapshot not null,
   primary key (form_id, day, rank)
 );
 create table if not exists submission_day_mark_checks (

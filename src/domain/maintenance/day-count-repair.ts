@@ -96,7 +96,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
-    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xid: string }>();
+    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xids: string[] }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
@@ -113,8 +113,9 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
         const day = utcDay(new Date(idAt));
         add(d.formId, d.organizationId, day);
         const key = `${d.formId}/${day}`;
-        const seen = deletedDays.get(key);
-        if (!seen || BigInt(seen.xid) < BigInt(d.xid)) deletedDays.set(key, { organizationId: d.organizationId, formId: d.formId, day, xid: d.xid });
+        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, xids: [] };
+        seen.xids.push(d.xid);
+        deletedDays.set(key, seen);
       }
       if (lastRead) break;
       at = end;
@@ -140,7 +141,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
     // whose snapshot may not have seen it go, with every mark above them (this release's deletions
     // deleted them already; the marks built since saw them).
     for (const d of deletedDays.values()) {
-      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xid));
+      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xids));
     }
     await writeRepairMark(em, until ?? readTo);
     if (!until) return { repaired, skipped };

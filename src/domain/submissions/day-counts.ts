@@ -261,9 +261,8 @@ export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | n
     bounds,
   );
   const deleted = await conn.execute<Array<{ form_id: string; organization_id: string; submission_id: string; xid: string }>>(
-    `select form_id, organization_id, submission_id, max(xid)::text as xid from submission_changes
-      where type = 'submission.deleted' and occurred_at >= ? ${until ? 'and occurred_at < ?' : ''}
-      group by 1, 2, 3`,
+    `select distinct form_id, organization_id, submission_id, xid::text as xid from submission_changes
+      where type = 'submission.deleted' and occurred_at >= ? ${until ? 'and occurred_at < ?' : ''}`,
     bounds,
   );
   return {

@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { timeOfId } from '../../lib/ids';
 import { DEFAULT_DAY_MARK_RULES, utcDay, type DayMark, type DayMarkRules } from './day-windows';
 
 // The statements of the day marks (src/README.md, day counts): every `every`-th submission of a
@@ -62,21 +63,23 @@ export async function invalidateDayMarks(tx: Em, organizationId: string, formId:
 }
 
 /**
- * The marks of the form's `day` that may not have seen a deletion by transaction `xid` (one that
- * did not delete them: the previous release's, during a rolling deploy), and every mark above the
- * lowest of them: a mark is ranked from the one below it, so a mark built after the deletion on
- * top of one built before is as wrong. A mark saw the deletion when its snapshot's xmin lies above
- * `xid`; its build time says nothing, as the deletion's change carries its transaction's start,
- * not its commit. Deleted under the lock; answers how many went.
+ * The marks of the form's `day` ranked from a snapshot that did not see one of the deletions by
+ * transactions `xids` (deletions that did not delete them: the previous release's, during a
+ * rolling deploy), and every mark above the lowest of them: a mark is ranked from the one below
+ * it, so a mark built after the deletion on top of one built before is as wrong. Its build time
+ * would not tell: the deletion's change carries its transaction's start, not its commit. Deleted
+ * under the lock; answers how many went.
  */
-export async function invalidateDayMarksNotSeeing(tx: Em, organizationId: string, formId: string, day: string, xid: string)
+export async function invalidateDayMarksNotSeeing(tx: Em, organizationId: string, formId: string, day: string, xids: string[])
   : Promise<number> {
+  if (!xids.length) return 0;
   await lockDayMarks(tx, formId, [day]);
   const gone = await tx.execute(
     `delete from submission_day_marks where organization_id = ? and form_id = ? and day = ?::date
-       and rank >= (select min(rank) from submission_day_marks
-                     where organization_id = ? and form_id = ? and day = ?::date and built_xmin <= ?::xid8)`,
-    [organizationId, formId, day, organizationId, formId, day, xid], 'run',
+       and rank >= (select min(m.rank) from submission_day_marks m, unnest(string_to_array(?, ',')::xid8[]) x
+                     where m.organization_id = ? and m.form_id = ? and m.day = ?::date
+                       and not pg_visible_in_snapshot(x, m.built_snapshot))`,
+    [organizationId, formId, day, [...new Set(xids)].join(','), organizationId, formId, day], 'run',
   );
   return (gone as unknown as { affectedRows: number }).affectedRows;
 }
@@ -139,7 +142,8 @@ export async function listBusyDays(em: Em, since: string, minRows: number, formI
  *   after the previous run's snapshot (a storing transaction that outlived the margin) moved every
  *   mark above it a rank up. Every row committed since has a change-feed record with a transaction
  *   id at or above that snapshot's xmin (`checked_xmin`): the marks at or above the oldest such row
- *   of the day go;
+ *   of the day go; so do those a deletion since then may have left wrong (invalidateDayMarksNotSeeing:
+ *   the previous release's deletions do not delete them);
  * - then the newest mark is read, the rows after it older than the margin walked (index-only,
  *   oldest first), each numbered from the mark's rank, and every `every`-th rank becomes a mark;
  * - `checked_xmin` becomes the xmin of this transaction's first snapshot: any row it did not see
@@ -172,6 +176,15 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
         [organizationId, formId, state.checked, dayStart.toISOString(), dayEnd.toISOString(), formId, day, organizationId], 'run',
       );
       dropped = (gone as unknown as { affectedRows: number }).affectedRows;
+      // A deletion of the day's rows since then by the previous release (a rolling deploy), which
+      // leaves the marks in place: as the hourly repair does, without waiting an hour.
+      const deleted = await tx.execute<Array<{ submission_id: string; xid: string }>>(
+        `select submission_id, xid::text as xid from submission_changes
+          where organization_id = ? and form_id = ? and xid >= ?::xid8 and type = 'submission.deleted'`,
+        [organizationId, formId, state.checked],
+      );
+      const xids = deleted.filter((d) => utcDay(timeOfId(d.submission_id)) === day).map((d) => d.xid);
+      dropped += await invalidateDayMarksNotSeeing(tx, organizationId, formId, day, xids);
     }
     const [newest] = await tx.execute<Array<{ rank: string; created_at: string; id: string }>>(
       `select rank, ${EXACT_CREATED_AT} as created_at, id from submission_day_marks
@@ -190,8 +203,8 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
               and created_at < least(?::timestamptz, now() - ? * interval '1 millisecond') ${after}
             order by created_at, id limit ?) w
        ), added as (
-         insert into submission_day_marks (organization_id, form_id, day, rank, created_at, id, built_xmin)
-         select ?, ?, ?::date, rank, created_at, id, pg_snapshot_xmin(pg_current_snapshot()) from walked where rank > 0 and rank % ? = 0
+         insert into submission_day_marks (organization_id, form_id, day, rank, created_at, id, built_snapshot)
+         select ?, ?, ?::date, rank, created_at, id, pg_current_snapshot() from walked where rank > 0 and rank % ? = 0
          returning 1
        )
        select (select count(*) from walked)::int as walked, (select count(*) from added)::int as added`,
