@@ -154,6 +154,41 @@ describe('day marks, adversarial', function () {
     await expectMarksRight(FORM, yesterday);
   });
 
+  it('drops no marks for rows committed in time while a long transaction elsewhere holds the cluster\'s xmin down', async () => {
+    const FORM = 'form_long_txn';
+    await addForm(FORM);
+    // any transaction of the cluster with a transaction id, open across the runs (a pg_dump, a report)
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let inside!: () => void;
+    const opened = new Promise<void>((resolve) => { inside = resolve; });
+    const long = orm.em.fork().transactional(async (tx) => {
+      await tx.execute('select pg_current_xact_id()');
+      inside();
+      await held;
+    });
+    await opened;
+    try {
+      // rows stored as the service stores them, each committed at once, with their change records
+      const store = async (n: number, firstSecond: number) => {
+        await addRows(FORM, yesterday, n, firstSecond);
+        await seed(orm, `insert into submission_changes (organization_id, form_id, submission_id, type, occurred_at)
+          select organization_id, form_id, id, 'submission.created', created_at from submissions s
+           where form_id = ? and not exists (select 1 from submission_changes c where c.submission_id = s.id)`, [FORM]);
+      };
+      await store(100, 3600);
+      await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+      await store(100, 7200);
+      const run = await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+      expect(run.dropped, 'marks dropped for rows committed before the previous run').to.equal(0);
+      expect(await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM })).to.include({ dropped: 0, walked: 3 });
+      await expectMarksRight(FORM, yesterday);
+    } finally {
+      release();
+      await long;
+    }
+  });
+
   it('serves the right pages and builds the right marks when created_at carries microseconds', async () => {
     const FORM = 'form_micros';
     await addForm(FORM);

@@ -9,8 +9,8 @@ import { Migration } from '@mikro-orm/migrations';
  * submissions go. `built_snapshot` (the snapshot the mark was ranked from) lets the builder and the
  * hourly repair find the marks a deletion by the previous release (which does not know them) left
  * behind during a rolling deploy: those whose snapshot does not see it; `built_at` is for people. A (form, day)'s
- * `checked_xmin` is where the builder's next look through the change feed for rows committed late
- * below its marks starts.
+ * `checked_snapshot` is the builder's previous snapshot: its next look through the change feed for
+ * rows committed late below its marks reads the changes that snapshot did not see.
  */
 export class Migration20261128000100_submission_day_marks extends Migration {
   override async up(): Promise<void> {
@@ -30,7 +30,7 @@ create table if not exists submission_day_mark_checks (
   organization_id text not null,
   form_id text not null references forms(id) on delete cascade,
   day date not null,
-  checked_xmin xid8 not null,
+  checked_snapshot pg_snapshot not null,
   primary key (form_id, day)
 );`);
   }

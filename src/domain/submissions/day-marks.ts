@@ -118,7 +118,7 @@ export interface BusyDay {
 
 /**
  * The (form, day)s from `since` (YYYY-MM-DD) on whose counts sum to `minRows` or more, the one the
- * builder visited longest ago first (never visited, then by its `checked_xmin`): a run that stops
+ * builder visited longest ago first (never visited, then by its `checked_snapshot`): a run that stops
  * at its bound goes on, next time, with the days it did not reach. One look through the counts' day
  * index (only `formId`'s days when given).
  */
@@ -129,7 +129,7 @@ export async function listBusyDays(em: Em, since: string, minRows: number, formI
         where day >= ?::date ${formId ? 'and form_id = ?' : ''}
         group by organization_id, form_id, day having sum(count) >= ?) b
        left join submission_day_mark_checks k on k.form_id = b.form_id and k.day = b.day and k.organization_id = b.organization_id
-      order by k.checked_xmin nulls first, b.day, b.form_id`,
+      order by pg_snapshot_xmin(k.checked_snapshot) nulls first, b.day, b.form_id`,
     formId ? [since, formId, minRows] : [since, minRows],
   );
   return rows.map((r) => ({ organizationId: r.organization_id, formId: r.form_id, day: r.day }));
@@ -140,14 +140,15 @@ export async function listBusyDays(em: Em, since: string, minRows: number, formI
  * own, under the day's lock:
  * - first, the rows committed late: a row whose `created_at` lies below a mark but which committed
  *   after the previous run's snapshot (a storing transaction that outlived the margin) moved every
- *   mark above it a rank up. Every row committed since has a change-feed record with a transaction
- *   id at or above that snapshot's xmin (`checked_xmin`): the marks at or above the oldest such row
+ *   mark above it a rank up. Every row committed since has a change-feed record whose transaction
+ *   that snapshot (`checked_snapshot`) does not see: the marks at or above the oldest such row
  *   of the day go; so do those a deletion since then may have left wrong (invalidateDayMarksNotSeeing:
  *   the previous release's deletions do not delete them);
  * - then the newest mark is read, the rows after it older than the margin walked (index-only,
  *   oldest first), each numbered from the mark's rank, and every `every`-th rank becomes a mark;
- * - `checked_xmin` becomes the xmin of this transaction's first snapshot: any row it did not see
- *   has a transaction id at or above it.
+ * - `checked_snapshot` becomes this transaction's first snapshot (the whole of it: its xmin alone
+ *   is the cluster's, held down by any transaction of any database, and every row committed since
+ *   it would look late).
  * Answers the entries walked, the marks added and the marks dropped for late rows.
  */
 export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: number; marginMs: number; limit: number })
@@ -157,9 +158,9 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
   const { organizationId, formId, day } = busy;
   return em.transactional(async (tx) => {
     await lockDayMarks(tx, formId, [day]);
-    const [state] = await tx.execute<Array<{ xmin: string; checked: string | null }>>(
-      `select pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
-              (select checked_xmin::text from submission_day_mark_checks
+    const [state] = await tx.execute<Array<{ snapshot: string; checked: string | null }>>(
+      `select pg_current_snapshot()::text as snapshot,
+              (select checked_snapshot::text from submission_day_mark_checks
                 where form_id = ? and day = ?::date and organization_id = ?) as checked`,
       [formId, day, organizationId],
     );
@@ -168,20 +169,22 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
       const gone = await tx.execute(
         `with late as (
            select min(c.occurred_at) as at from submission_changes c
-            where c.organization_id = ? and c.form_id = ? and c.xid >= ?::xid8 and c.type = 'submission.created'
+            where c.organization_id = ? and c.form_id = ? and c.xid >= pg_snapshot_xmin(?::pg_snapshot)
+              and not pg_visible_in_snapshot(c.xid, ?::pg_snapshot) and c.type = 'submission.created'
               and c.occurred_at >= ?::timestamptz and c.occurred_at < ?::timestamptz
          )
          delete from submission_day_marks m using late
           where m.form_id = ? and m.day = ?::date and m.organization_id = ? and m.created_at >= late.at`,
-        [organizationId, formId, state.checked, dayStart.toISOString(), dayEnd.toISOString(), formId, day, organizationId], 'run',
+        [organizationId, formId, state.checked, state.checked, dayStart.toISOString(), dayEnd.toISOString(), formId, day, organizationId], 'run',
       );
       dropped = (gone as unknown as { affectedRows: number }).affectedRows;
       // A deletion of the day's rows since then by the previous release (a rolling deploy), which
       // leaves the marks in place: as the hourly repair does, without waiting an hour.
       const deleted = await tx.execute<Array<{ submission_id: string; xid: string }>>(
         `select submission_id, xid::text as xid from submission_changes
-          where organization_id = ? and form_id = ? and xid >= ?::xid8 and type = 'submission.deleted'`,
-        [organizationId, formId, state.checked],
+          where organization_id = ? and form_id = ? and xid >= pg_snapshot_xmin(?::pg_snapshot)
+            and not pg_visible_in_snapshot(xid, ?::pg_snapshot) and type = 'submission.deleted'`,
+        [organizationId, formId, state.checked, state.checked],
       );
       const xids = deleted.filter((d) => utcDay(timeOfId(d.submission_id)) === day).map((d) => d.xid);
       dropped += await invalidateDayMarksNotSeeing(tx, organizationId, formId, day, xids);
@@ -212,9 +215,9 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
         opts.limit, organizationId, formId, day, opts.every],
     );
     await tx.execute(
-      `insert into submission_day_mark_checks (organization_id, form_id, day, checked_xmin) values (?, ?, ?::date, ?::xid8)
-       on conflict (form_id, day) do update set checked_xmin = excluded.checked_xmin`,
-      [organizationId, formId, day, state.xmin],
+      `insert into submission_day_mark_checks (organization_id, form_id, day, checked_snapshot) values (?, ?, ?::date, ?::pg_snapshot)
+       on conflict (form_id, day) do update set checked_snapshot = excluded.checked_snapshot`,
+      [organizationId, formId, day, state.snapshot],
     );
     return { ...row, dropped };
   });
