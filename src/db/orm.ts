@@ -28,6 +28,7 @@ import { Migration20261127000400_languages } from './migrations/Migration2026112
 import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
 import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
 import { Migration20261127000601_form_version_columns } from './migrations/Migration20261127000601_form_version_columns';
+import { Migration20261128000100_submission_day_marks } from './migrations/Migration20261128000100_submission_day_marks';
 
 export type { Em, Orm };
 
@@ -54,6 +55,7 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
   { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },
   { name: 'Migration20261127000601_form_version_columns', class: Migration20261127000601_form_version_columns },
+  { name: 'Migration20261128000100_submission_day_marks', class: Migration20261128000100_submission_day_marks },
 ];
 
 /**

@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { daySpan, locateOffset, monthsOfDays, pageLowerBound, pageStart, partialDays, utcDay, type DayCount } from '../../src/domain/submissions/day-windows';
+import {
+  daySpan, isMarkRank, locateOffset, markedPageStart, markTarget, monthsOfDays, pageLowerBound, pageStart, partialDays, rankFromOldest, utcDay,
+  type DayCount, type DayMark,
+} from '../../src/domain/submissions/day-windows';
 
 const at = (iso: string) => new Date(iso);
 
@@ -117,5 +120,64 @@ describe('day windows (pure)', () => {
         return lower !== null && page.every((day) => new Date(`${day}T00:00:00Z`) >= lower)
           && utcDay(lower) === page[page.length - 1];
       }));
+  });
+
+  describe('day marks', () => {
+    const whole = { from: null, until: null };
+    const rules = { every: 10, minRows: 100 };
+    const day = (count: number): DayCount => ({ day: '2026-03-02', count });
+    const mark = (rank: number): DayMark => ({ rank, createdAt: '2026-03-02T10:00:00.000000Z', id: `sub_${rank}` });
+
+    it('marks every K-th rank from the oldest row, the oldest itself not', () => {
+      expect([0, 1, 9, 10, 11, 20, 25, 30].filter((r) => isMarkRank(r, 10))).to.deep.equal([10, 20, 30]);
+      expect(rankFromOldest(100, 0)).to.equal(99);
+      expect(rankFromOldest(100, 99)).to.equal(0);
+    });
+
+    it('looks for a mark only on a whole busy day whose both ends lie K rows or more away', () => {
+      expect(markTarget({ day: day(1000), skip: 500 }, whole, rules)).to.equal(499);
+      // a quiet day: never
+      expect(markTarget({ day: day(99), skip: 50 }, whole, rules)).to.equal(null);
+      // near either end the walk from that end is as short
+      expect(markTarget({ day: day(1000), skip: 9 }, whole, rules)).to.equal(null);
+      expect(markTarget({ day: day(1000), skip: 990 }, whole, rules)).to.equal(null);
+      expect(markTarget({ day: day(1000), skip: 989 }, whole, rules)).to.equal(10);
+      // a day the bounds cover in part: its ranks are not the day's
+      expect(markTarget({ day: day(1000), skip: 500 }, { from: at('2026-03-02T06:00:00Z'), until: null }, rules)).to.equal(null);
+      expect(markTarget({ day: day(1000), skip: 500 }, { from: null, until: at('2026-03-02T23:00:00Z') }, rules)).to.equal(null);
+      // bounds of whole days around it
+      expect(markTarget({ day: day(1000), skip: 500 }, { from: at('2026-03-02T00:00:00Z'), until: at('2026-03-03T00:00:00Z') }, rules))
+        .to.equal(499);
+    });
+
+    it('walks forward from the mark, within the day, and not from a mark past the target or farther than an end', () => {
+      const located = { day: day(1000), skip: 500 };
+      expect(markedPageStart(located, whole, 499, mark(490))).to.deep.equal({
+        from: at('2026-03-02T00:00:00Z'), until: at('2026-03-03T00:00:00Z'), skip: 9, fromOldest: true,
+        after: { createdAt: '2026-03-02T10:00:00.000000Z', id: 'sub_490' },
+      });
+      expect(markedPageStart(located, whole, 499, null)).to.equal(null);
+      expect(markedPageStart(located, whole, 499, mark(500))).to.equal(null);
+      // the marks stop short of the target (not built that far yet): the nearer end is as near
+      expect(markedPageStart(located, whole, 499, mark(0))).to.equal(null);
+      expect(markedPageStart(located, whole, 499, mark(1))?.skip).to.equal(498);
+    });
+
+    it('lands on the target from the mark the store would choose, in fewer than K entries, whatever the day and offset', () => {
+      fc.assert(fc.property(fc.integer({ min: 2, max: 50 }), fc.integer({ min: 2, max: 5000 }), fc.nat(4999), fc.nat(5000),
+        (every, count, skipAt, builtUpTo) => {
+          const skip = skipAt % count;
+          const located = { day: day(count), skip };
+          const target = markTarget(located, whole, { every, minRows: 2 });
+          if (target === null) return Math.min(skip, rankFromOldest(count, skip)) < every;
+          // the marks built so far: every K-th rank up to builtUpTo; the store answers the largest at or below the target
+          const built = Array.from({ length: count }, (_, r) => r).filter((r) => isMarkRank(r, every) && r <= builtUpTo);
+          const chosen = built.filter((r) => r <= target).pop();
+          const start = markedPageStart(located, whole, target, chosen === undefined ? null : mark(chosen));
+          if (!start) return chosen === undefined || target - chosen >= Math.min(skip, target);
+          return chosen! + start.skip === target && start.fromOldest && start.skip < Math.min(skip, target)
+            && (builtUpTo < target || start.skip < every);
+        }));
+    });
   });
 });

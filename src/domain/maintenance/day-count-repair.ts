@@ -4,6 +4,7 @@ import {
   checkFormDays, databaseNow, formDaySpan, listCountedForms, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
   type DayDrift,
 } from '../submissions/day-counts';
+import { invalidateDayMarksNotSeeing } from '../submissions/day-marks';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
 
 // The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
@@ -95,6 +96,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
+    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xids: string[] }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
@@ -107,7 +109,13 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       for (const c of written.created) add(c.formId, c.organizationId, c.day);
       for (const d of written.deleted) {
         const idAt = timeOfId(d.submissionId).getTime();
-        if (idAt >= TIME_ORDERED_IDS_SINCE && idAt <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(idAt)));
+        if (idAt < TIME_ORDERED_IDS_SINCE || idAt > now.getTime() + 86_400_000) continue;
+        const day = utcDay(new Date(idAt));
+        add(d.formId, d.organizationId, day);
+        const key = `${d.formId}/${day}`;
+        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, xids: [] };
+        seen.xids.push(d.xid);
+        deletedDays.set(key, seen);
       }
       if (lastRead) break;
       at = end;
@@ -128,6 +136,12 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
         }
         throw err;
       }
+    }
+    // A deletion by the previous release (a rolling deploy) left its day's marks in place: those
+    // whose snapshot may not have seen it go, with every mark above them (this release's deletions
+    // deleted them already; the marks built since saw them).
+    for (const d of deletedDays.values()) {
+      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xids));
     }
     await writeRepairMark(em, until ?? readTo);
     if (!until) return { repaired, skipped };

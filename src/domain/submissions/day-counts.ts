@@ -1,4 +1,5 @@
 import type { Em } from '../../db/orm';
+import { invalidateDayMarks } from './day-marks';
 import type { DayCount } from './day-windows';
 
 // The statements of the day counts: submissions per form and UTC day, written by the statements
@@ -175,14 +176,14 @@ export async function checkFormDays(em: Em, formId: string, days: string[]): Pro
 
 /**
  * Rebuilds the counts of `days` of the form from its rows, in a transaction of its own: adds each
- * drifted day's difference to its slot 0. Answers the days it changed, with their count before
+ * drifted day's difference to its slot 0 and deletes its day marks. Answers the days it changed, with their count before
  * (`stored`) and after (`counted`).
  */
 export async function repairFormDays(em: Em, organizationId: string, formId: string, days: string[]): Promise<DayDrift[]> {
   if (!days.length) return [];
   return em.transactional(async (tx) => {
     await lockFormRepair(tx, formId);
-    return toDrift(await tx.execute(
+    const drift = toDrift(await tx.execute(
       `with ${DRIFT_SQL}, fixed as (
          insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
          select ?, ?, day, 0, counted - stored from drift order by day
@@ -192,6 +193,10 @@ export async function repairFormDays(em: Em, organizationId: string, formId: str
        select to_char(day, 'YYYY-MM-DD') as day, counted, stored from drift order by day`,
       [days.join(','), formId, formId, days.join(','), organizationId, formId],
     ));
+    // A drifted day had rows written or removed without counting, anywhere in it: its marks' ranks
+    // are not to be trusted, and go with the repair.
+    await invalidateDayMarks(tx, organizationId, formId, drift.map((d) => d.day));
+    return drift;
   });
 }
 
@@ -246,7 +251,7 @@ export async function databaseNow(em: Em): Promise<Date> {
  */
 export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | null): Promise<{
   created: Array<{ formId: string; organizationId: string; day: string }>;
-  deleted: Array<{ formId: string; organizationId: string; submissionId: string }>;
+  deleted: Array<{ formId: string; organizationId: string; submissionId: string; xid: string }>;
 }> {
   const conn = em.getConnection();
   const bounds = until ? [from.toISOString(), until.toISOString()] : [from.toISOString()];
@@ -255,14 +260,16 @@ export async function readDaysWrittenBetween(em: Em, from: Date, until: Date | n
        from submissions where created_at >= ? ${until ? 'and created_at < ?' : ''} group by 1, 2, 3`,
     bounds,
   );
-  const deleted = await conn.execute<Array<{ form_id: string; organization_id: string; submission_id: string }>>(
-    `select distinct form_id, organization_id, submission_id from submission_changes
+  const deleted = await conn.execute<Array<{ form_id: string; organization_id: string; submission_id: string; xid: string }>>(
+    `select distinct form_id, organization_id, submission_id, xid::text as xid from submission_changes
       where type = 'submission.deleted' and occurred_at >= ? ${until ? 'and occurred_at < ?' : ''}`,
     bounds,
   );
   return {
     created: created.map((r) => ({ formId: r.form_id, organizationId: r.organization_id, day: r.day })),
-    deleted: deleted.map((r) => ({ formId: r.form_id, organizationId: r.organization_id, submissionId: r.submission_id })),
+    deleted: deleted.map((r) => ({
+      formId: r.form_id, organizationId: r.organization_id, submissionId: r.submission_id, xid: r.xid,
+    })),
   };
 }
 

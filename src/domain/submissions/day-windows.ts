@@ -77,13 +77,15 @@ export function locateOffset(days: DayCount[], offset: number): { day: DayCount;
 /**
  * The row a page starts at: the `skip`-th of the window [from, until), counted from its newest row,
  * or from its oldest (`fromOldest`) when that is the shorter walk, so that no page walks past more
- * than half a day's rows and the last page costs what the first does.
+ * than half a day's rows and the last page costs what the first does; from its oldest row at or
+ * after `after` (a day mark, markedPageStart) when a mark is nearer still.
  */
 export interface PageStart {
   from: Date;
   until: Date;
   skip: number;
   fromOldest: boolean;
+  after?: { createdAt: string; id: string };
 }
 
 /** The start of a page whose first row is the `skip`-th newest of `day` (locateOffset), within the bounds. */
@@ -120,4 +122,67 @@ export function pageLowerBound(days: DayCount[], offset: number, limit: number, 
   if (!last || offset >= total) return null;
   const start = dayStart(last.day.day);
   return bounds.from && bounds.from > start ? bounds.from : start;
+}
+
+// Day marks (day-marks.ts): every `every`-th row of a form's busy UTC day, ranked from the day's
+// oldest row, so that rows arriving later (at the newest end) never change a mark's rank. A page in
+// the middle of a day of millions starts from the nearest mark below it, not from either end.
+
+/** Which days carry marks: those of `minRows` rows or more, a mark every `every` rows. */
+export interface DayMarkRules {
+  every: number;
+  minRows: number;
+}
+
+export const DEFAULT_DAY_MARK_RULES: DayMarkRules = { every: 1_000, minRows: 20_000 };
+
+/**
+ * A mark: the row (`createdAt`, `id`) of rank `rank` from its day's oldest row (0: the oldest).
+ * `createdAt` is the timestamp's exact text, to the microsecond: a Date keeps milliseconds, and a
+ * row of the same millisecond before the mark's would move every page started from it.
+ */
+export interface DayMark {
+  rank: number;
+  createdAt: string;
+  id: string;
+}
+
+/** The ranks that carry a mark: every `every`-th from the day's oldest row, the oldest itself not (the day's start is as near). */
+export function isMarkRank(rank: number, every: number): boolean {
+  return rank > 0 && rank % every === 0;
+}
+
+/** The rank from its day's oldest row of the row `skip` places from the newest, in a day of `count` rows. */
+export function rankFromOldest(count: number, skip: number): number {
+  return count - 1 - skip;
+}
+
+/**
+ * The rank (from the day's oldest row) of the row a page starts at, when a mark may shorten its
+ * walk: the located day is whole within the bounds (a partial day is counted from its rows, and
+ * its ranks are not the day's), holds `minRows` rows or more, and both of its ends lie `every` rows
+ * or more away. Null otherwise: the walk from the nearer end costs no more than one from a mark.
+ */
+export function markTarget(located: { day: DayCount; skip: number }, bounds: TimeBounds, rules: DayMarkRules): number | null {
+  const { day, skip } = located;
+  if (day.count < rules.minRows) return null;
+  const start = dayStart(day.day);
+  const window = dayWindow(day.day, bounds);
+  if (window.from.getTime() !== start.getTime() || window.until.getTime() !== start.getTime() + DAY_MS) return null;
+  const target = rankFromOldest(day.count, skip);
+  return Math.min(skip, target) < rules.every ? null : target;
+}
+
+/**
+ * The start of the page whose first row has rank `target` (markTarget), walked forward from `mark`
+ * (the day's mark of the largest rank at or below it): null when there is none, or when it is not
+ * nearer than either end of the day (the marks do not reach the target yet), and the page starts
+ * as pageStart says.
+ */
+export function markedPageStart(located: { day: DayCount; skip: number }, bounds: TimeBounds, target: number, mark: DayMark | null)
+  : PageStart | null {
+  if (!mark || mark.rank > target) return null;
+  const walk = target - mark.rank;
+  if (walk >= Math.min(located.skip, target)) return null;
+  return { ...dayWindow(located.day.day, bounds), skip: walk, fromOldest: true, after: { createdAt: mark.createdAt, id: mark.id } };
 }

@@ -1,7 +1,11 @@
 import type { Em } from '../../db/orm';
 import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays } from './day-counts';
-import { daySpan, locateOffset, pageLowerBound, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
+import { findDayMark, invalidateDayMarks } from './day-marks';
+import {
+  DEFAULT_DAY_MARK_RULES, daySpan, locateOffset, markedPageStart, markTarget, pageLowerBound, pageStart, partialDays, utcDay,
+  type DayCount, type DayMarkRules, type TimeBounds,
+} from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
@@ -35,11 +39,12 @@ function toRecord(row: any): SubmissionRecord {
 /**
  * A page of the form's submissions, newest first, and how many the filter holds, read through the
  * day counts: the total sums days (and counts a partial first or last day from its rows), and the
- * page skips whole days before it walks into one, from whichever end is nearer. Both cost the days
- * spanned and the page, not the form's submissions.
+ * page skips whole days before it walks into one, from whichever end is nearer, or from the day's
+ * mark nearest below its start (a busy day's middle; `marks`: which days have them). Both cost the
+ * days spanned and the page, not the form's submissions nor a day's.
  */
-export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
-  : Promise<{ items: SubmissionRecord[]; total: number }> {
+export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter,
+  marks: DayMarkRules = DEFAULT_DAY_MARK_RULES): Promise<{ items: SubmissionRecord[]; total: number }> {
   const days = await countDays(em, organizationId, formId, filter);
   const total = totalOf(days);
   const located = locateOffset(days, filter.offset);
@@ -47,10 +52,17 @@ export async function listSubmissions(em: Em, organizationId: string, formId: st
   const start = pageStart(located, filter);
   // The page's statements name the days it spans (and so their months) by the counts.
   const lower = pageLowerBound(days, filter.offset, filter.limit, filter);
-  let rows = await readSubmissionPage(em, organizationId, formId, { lower, start, limit: filter.limit });
+  const wanted = Math.min(filter.limit, total - filter.offset);
+  let rows: any[] = [];
+  // A busy day's middle: from the nearest mark below the start, when the marks reach it.
+  const target = markTarget(located, filter, marks);
+  const marked = target === null ? null
+    : markedPageStart(located, filter, target, await findDayMark(em, organizationId, formId, located.day.day, target));
+  if (marked) rows = await readSubmissionPage(em, organizationId, formId, { lower, start: marked, limit: filter.limit });
+  if (rows.length < wanted) rows = await readSubmissionPage(em, organizationId, formId, { lower, start, limit: filter.limit });
   // The days lost rows between their counts and these reads (the walk from the oldest found no start,
   // or the days spanned hold too few): walk from the newest, down to the filter's own bound.
-  if (rows.length < Math.min(filter.limit, total - filter.offset)) {
+  if (rows.length < wanted) {
     rows = await readSubmissionPage(em, organizationId, formId, {
       lower: filter.from, start: { ...start, skip: located.skip, fromOldest: false }, limit: filter.limit,
     });
@@ -101,6 +113,8 @@ export async function deleteSubmission(em: Em, organizationId: string, submissio
   return em.transactional(async (tx) => {
     const gone = await deleteSubmissionRow(tx, organizationId, submissionId);
     if (!gone) return null;
+    // The rows after it in its day moved a rank down: its day's marks go, in this transaction.
+    await invalidateDayMarks(tx, organizationId, gone.form_id, [utcDay(new Date(gone.created_at))]);
 
     // The deletion event, in the same transaction: what it says must be read now, while the form row
     // and the submission's facts are at hand.
