@@ -9,7 +9,9 @@ import { newId } from '../../src/lib/ids';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/fakes/otlp-receiver';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { cpuUsed, perSubmission, sampleCpu, type CpuUse } from './cpu';
-import { commandsPerSubmission, gcDuring, sampleWaits, snapshotCommands, snapshotGc, snapshotStatements, topStatements } from './server-stats';
+import {
+  commandsPerSubmission, gcDuring, sampleWaits, snapshotCommands, snapshotGc, snapshotGroups, snapshotStatements, snapshotTransactions, topStatements,
+} from './server-stats';
 import { benchEnvironment, benchNumber } from './support';
 
 /**
@@ -98,6 +100,7 @@ function cpuTable(bare: CpuUse, bareSubs: number, service: CpuUse, serviceSubs: 
   return [
     line('whole machine (all CPUs, non-idle)', bare.machine, service.machine),
     line('node (the process under test)', bare.node, service.node),
+    line('  node: in the kernel (system calls)', bare.nodeSystem, service.nodeSystem),
     line('postgres (bench database + background)', bare.postgres, service.postgres),
     line('  postgres: bench database backends', bare.postgresBackends, service.postgresBackends),
     ...background.map((role) => line(`  postgres: ${role}`, bare.postgresBackground[role] ?? 0, service.postgresBackground[role] ?? 0)),
@@ -170,6 +173,7 @@ function printRounds(rounds: Array<{ bare: { result: autocannon.Result; cpu: Cpu
       throughput: (serviceSubs / service.result.duration) / (bareSubs / bare.result.duration),
       p99: service.result.latency.p99 / bare.result.latency.p99,
       machineCpu: (service.cpu.machine / serviceSubs) / (bare.cpu.machine / bareSubs),
+      nodeCpu: (service.cpu.node / serviceSubs) / (bare.cpu.node / bareSubs),
     };
   });
   const median = (values: number[]) => {
@@ -180,9 +184,11 @@ function printRounds(rounds: Array<{ bare: { result: autocannon.Result; cpu: Cpu
   console.log(`${rounds.length} alternating rounds (${DURATION} s each phase; round 1 and every odd round bare stack first, even rounds the service first):`);
   console.table(rows.map((r) => ({
     ...r, throughput: `${(r.throughput * 100).toFixed(1)}%`, p99: `${r.p99.toFixed(2)}x`, machineCpu: `${r.machineCpu.toFixed(2)}x`,
+    nodeCpu: `${r.nodeCpu.toFixed(2)}x`,
   })));
   console.log(`medians over the rounds: throughput ${(median(rows.map((r) => r.throughput)) * 100).toFixed(1)}% of the bare stack's (goal ≥ 90%), `
-    + `p99 ${median(rows.map((r) => r.p99)).toFixed(2)}x (goal ≤ 1.5x), whole-machine CPU per submission ${median(rows.map((r) => r.machineCpu)).toFixed(2)}x (goal ≤ 1.0x with 1 org)`);
+    + `p99 ${median(rows.map((r) => r.p99)).toFixed(2)}x (goal ≤ 1.5x), whole-machine CPU per submission ${median(rows.map((r) => r.machineCpu)).toFixed(2)}x (goal ≤ 1.0x with 1 org), `
+    + `the process under test's CPU per submission ${median(rows.map((r) => r.nodeCpu)).toFixed(2)}x`);
 }
 
 async function main(): Promise<void> {
@@ -198,7 +204,9 @@ async function main(): Promise<void> {
     let bareWaits: Array<{ state: string; backends: number }> = [];
     let stopBare = async () => {};
     if (!BATCH) {
-      const baseline = await startEntry('test/bench/baseline-server.js', common, 'PORT', [], env.logFile('bare'));
+      // BENCH_BARE_NODE_ARGS: node flags for the bare stack's process (e.g. its own --cpu-prof).
+      const baseline = await startEntry('test/bench/baseline-server.js', common, 'PORT',
+        (process.env.BENCH_BARE_NODE_ARGS ?? '').split(' ').filter(Boolean), env.logFile('bare'));
       const opts = { url: `${baseline.url}/ingest`, method: 'POST' as const, body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS };
       if (WARMUP > 0) await load({ ...opts, duration: WARMUP });
       measureBare = () => measured(baseline.proc.child.pid!, env.databaseName, { ...opts, duration: DURATION });
@@ -260,14 +268,18 @@ async function main(): Promise<void> {
       },
     };
     if (WARMUP > 0) await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: WARMUP });
-    const [statementsBefore, commandsBefore, gcBefore] = [
-      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url)];
+    const [statementsBefore, commandsBefore, gcBefore, xactsBefore] = [
+      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url),
+      await snapshotTransactions(env.adminUrl, env.databaseName)];
+    const groupsBefore = await snapshotGroups(service.url);
     const measureService = () => measured(service.proc.child.pid!, env.databaseName, { url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
     const waits = await sampleWaits(env.adminUrl, env.databaseName);
     const full = await measureService();
     const serviceWaits = await waits.stop();
-    const [statementsAfter, commandsAfter, gcAfter] = [
-      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url)];
+    const [statementsAfter, commandsAfter, gcAfter, xactsAfter] = [
+      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url),
+      await snapshotTransactions(env.adminUrl, env.databaseName)];
+    const groupsAfter = await snapshotGroups(service.url);
     const rounds = [{ bare: bare!, service: full }];
     // Every other round measures the service first: whichever phase follows the other may find the
     // database in a different state (its WAL, its checkpoints), and the order should not favour one.
@@ -305,6 +317,13 @@ async function main(): Promise<void> {
     } else {
       console.log(`PostgreSQL, service phase: ${statements.callsPerSub} statements and ${statements.execMsPerSub} ms of execution per submission; top by total execution time:`);
       console.table(statements.top);
+    }
+    console.log(`PostgreSQL, service phase: ${((xactsAfter - xactsBefore) / fullRow.accepted).toFixed(3)} transactions per submission `
+      + '(pg_stat_database of the bench database: committed and rolled back, the bench\'s own few included)');
+    if (groupsBefore && groupsAfter) {
+      const statements = groupsAfter.statements - groupsBefore.statements;
+      console.log(`the group commit, service phase: ${(statements / fullRow.accepted).toFixed(3)} storing statements per submission, `
+        + `${((groupsAfter.submissions - groupsBefore.submissions) / Math.max(statements, 1)).toFixed(1)} submissions each`);
     }
     console.log('PostgreSQL backends of the bench database by state, mean over the first round\'s phases '
       + '(pg_stat_activity every 3 ms; cpu = running, IO:WALSync = flushing WAL, LWLock:WALWrite = waiting for another\'s flush, '
