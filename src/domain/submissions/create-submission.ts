@@ -11,7 +11,7 @@ import { annotate } from '../../lib/tracing';
 import type { Producer } from '../../queues/producer';
 import type { CachedForm, FormCache } from '../forms/form-cache';
 import type { Field } from '../forms/types';
-import { quotaMonth } from '../quotas/quota';
+import { quotaMonthOfIso } from '../quotas/quota';
 import type { SubmissionSource } from './entities';
 import { PaymentBackendUnavailable, verifyPaymentIntent } from './payments';
 import { sealValue } from './sealed-values';
@@ -224,12 +224,13 @@ export async function checkSubmission(
 
   const submitter = submitterDetailsToStore(form.structure.fields, values, input);
   const createdAt = new Date();
+  const createdIso = createdAt.toISOString();
   const submission: CreatedSubmission = {
-    id: newTimeOrderedId('sub', createdAt), formId: form.id, formVersion: form.version, createdAt: createdAt.toISOString(),
+    id: newTimeOrderedId('sub', createdAt), formId: form.id, formVersion: form.version, createdAt: createdIso,
   };
   const row: SubmissionRow = {
     id: submission.id, organizationId: form.organizationId, formId: form.id, formUpdatedAt: form.updatedAt, formVersion: form.version,
-    month: quotaMonth(createdAt), data: sealSensitive(form, values, deps.encryptionKey),
+    month: quotaMonthOfIso(createdIso), data: sealSensitive(form, values, deps.encryptionKey),
     submitterEmail: submitter.submitterEmail, submitterName: submitter.submitterName, source: input.source,
     language: input.language ?? null, createdAt,
     claims: [
