@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import autocannon from 'autocannon';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
@@ -7,6 +9,7 @@ import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { newId } from '../../src/lib/ids';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/fakes/otlp-receiver';
+import { ownPostgres, queryOnce } from '../support/postgres-server';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { cpuUsed, perSubmission, sampleCpu, type CpuUse } from './cpu';
 import {
@@ -49,6 +52,11 @@ import { benchEnvironment, benchNumber } from './support';
  * commands, backend states) are the first round's.
  * e.g. npm run bench:ingest -- --rounds 5 --duration 8
  *
+ * Own PostgreSQL: `--own-postgres` runs both on a PostgreSQL of the bench's own with
+ * pg_stat_statements loaded (the machine's shared one does not load it), so the statement table
+ * prints; its settings are the development machine's.
+ * e.g. npm run bench:ingest -- --orgs 20 --own-postgres
+ *
  * Tracing (issue 25): `--trace` runs the service with OpenTelemetry on, exporting (OTLP/HTTP, the
  * default protobuf protocol, every trace sampled unless OTEL_TRACES_SAMPLER says otherwise) to a
  * receiver on loopback inside the bench process; compare with a run without it.
@@ -63,6 +71,15 @@ const BATCH = benchNumber('batch', 0);
 const WARMUP = benchNumber('warmup', 3);
 const TRACE = process.argv.includes('--trace');
 const ROUNDS = benchNumber('rounds', 1);
+/**
+ * An experiment, not a configuration: `--drop-constraints submissions.submissions_form_id_fkey1,…`
+ * drops those constraints (table.name) from the bench database before the service starts, e.g. the
+ * foreign keys the storing statement's inserts check: each check locks its parent row FOR KEY SHARE,
+ * a row lock per organization or form of a statement.
+ */
+const DROP_CONSTRAINTS = process.argv.includes('--drop-constraints')
+  ? process.argv[process.argv.indexOf('--drop-constraints') + 1].split(',').map((c) => c.split('.') as [string, string])
+  : [];
 
 const body = JSON.stringify({
   data: { fld_name: 'Ada Lovelace', fld_email: 'ada@example.com', fld_count: 3, fld_plan: 'pro' },
@@ -192,11 +209,29 @@ function printRounds(rounds: Array<{ bare: { result: autocannon.Result; cpu: Cpu
 }
 
 async function main(): Promise<void> {
-  const env = benchEnvironment('ingest');
+  // --own-postgres: a PostgreSQL of the bench's own (initdb on a free port) with pg_stat_statements
+  // loaded, for the statement table where the machine's PostgreSQL does not load it, and away from
+  // the other databases of a shared one (its CPU still shares the machine). Settings as the
+  // development machine's: autovacuum off, 128 MB of shared buffers.
+  const own = process.argv.includes('--own-postgres')
+    ? await ownPostgres({
+      settings: { shared_preload_libraries: "'pg_stat_statements'", autovacuum: 'off', shared_buffers: '128MB', max_connections: 100 },
+      logFile: path.join(tmpdir(), `formservice_bench_ingest_pg_${process.pid}.log`),
+    })
+    : null;
+  if (own) await queryOnce(own.url('postgres'), 'create extension if not exists pg_stat_statements');
+  const env = benchEnvironment('ingest', own ? { adminUrl: own.url('postgres'), redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' } : undefined);
   let otlp: OtlpReceiver | null = null;
   const common = { DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix, NODE_NO_WARNINGS: '1' };
   try {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
+    if (DROP_CONSTRAINTS.length) {
+      const orm = await initOrm(env.databaseUrl, 1);
+      for (const [table, constraint] of DROP_CONSTRAINTS) {
+        await orm.em.fork().getConnection().execute(`alter table ${table} drop constraint ${constraint}`);
+      }
+      await orm.close();
+    }
 
     // The bare stack, measured first in the same run.
     let bare: { result: autocannon.Result; cpu: CpuUse } | null = null;
@@ -339,6 +374,7 @@ async function main(): Promise<void> {
   } finally {
     await otlp?.close();
     await env.cleanup();
+    await own?.stop();
   }
 }
 

@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { cpuMs } from './cpu';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm } from '../../src/db/orm';
@@ -19,13 +20,27 @@ import { benchEnvironment, benchNumber } from './support';
  * organizations show (the quota slots, the day counts, the per-group reads). No HTTP, no Node work
  * beyond building the statement: what the bench's pg_stat_statements table would show, on a
  * PostgreSQL without the extension.
- * Usage: node_modules/.bin/node dist/test/bench/storing-plan.js [--items 16 --orgs 20 --runs 300 --without-foreign-keys]
+ * Usage: node_modules/.bin/node dist/test/bench/storing-plan.js [--items 16 --orgs 20 --runs 300 --explain-runs 50 --without-foreign-keys]
+ * or, an A/B: … --ab submissions.submissions_form_id_fkey1 [--block 100 --blocks 8 --connections 8]
  */
 const ITEMS = benchNumber('items', 16);
 const ORGS = benchNumber('orgs', 20);
 const RUNS = benchNumber('runs', 300);
+/** EXPLAIN ANALYZE runs whose execution and trigger times are summarised (medians): the foreign-key checks show as triggers. */
+const EXPLAIN_RUNS = benchNumber('explain-runs', 50);
 /** An experiment: the statement without the foreign keys its inserts check (each check locks the parent row FOR KEY SHARE). */
 const WITHOUT_FKS = process.argv.includes('--without-foreign-keys');
+/**
+ * An A/B of constraints (`--ab table.constraint,…`): blocks of `--block` statements, each on the
+ * next of `--connections` connections in turn (as the group commit takes its pool's), alternately
+ * with and without those constraints (dropped, then added back: a partitioned table takes no `not valid`), `--blocks` of each;
+ * prints the backends' CPU (from /proc) and the wall time per statement of each, medians over the
+ * blocks. Interleaved, so a machine whose speed drifts drifts for both alike.
+ */
+const AB = process.argv.includes('--ab') ? process.argv[process.argv.indexOf('--ab') + 1].split(',').map((c) => c.split('.') as [string, string]) : [];
+const BLOCK = benchNumber('block', 100);
+const BLOCKS = benchNumber('blocks', 8);
+const CONNECTIONS = benchNumber('connections', 8);
 
 async function main(): Promise<void> {
   const env = benchEnvironment('plan');
@@ -58,6 +73,10 @@ async function main(): Promise<void> {
         submitterName: null, source: 'api', language: null, createdAt, claims: [], idempotency: null,
       };
     });
+    if (AB.length) {
+      await abConstraints(env.databaseUrl, rows);
+      return;
+    }
     const client = new Client({ connectionString: env.databaseUrl });
     await client.connect();
     try {
@@ -78,14 +97,83 @@ async function main(): Promise<void> {
       times.sort((a, b) => a - b);
       console.log(`${ITEMS} items over ${Math.min(ORGS, ITEMS)} organizations: round trip p50 ${times[times.length >> 1].toFixed(3)} ms, `
         + `p90 ${times[Math.floor(times.length * 0.9)].toFixed(3)} ms over ${RUNS} runs (${(times[times.length >> 1] / ITEMS).toFixed(3)} ms per item)`);
-      const { text, values } = storingStatement(rows());
-      const plan = await client.query({ text: `explain (analyze, buffers, costs off, summary on) ${text}`, values });
-      for (const row of plan.rows) console.log(row['QUERY PLAN']);
+      const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
+      const execution: number[] = [];
+      const triggers = new Map<string, number[]>();
+      let lastPlan: string[] = [];
+      for (let r = 0; r < EXPLAIN_RUNS; r++) {
+        const { text, values } = storingStatement(rows());
+        const plan = await client.query({ text: `explain (analyze, buffers, costs off, summary on) ${text}`, values });
+        lastPlan = plan.rows.map((row) => row['QUERY PLAN'] as string);
+        for (const line of lastPlan) {
+          const m = line.match(/^Trigger for constraint (\S+).*time=([\d.]+) calls=(\d+)/);
+          if (m) triggers.set(`${m[1]} (${m[3]} calls)`, [...(triggers.get(`${m[1]} (${m[3]} calls)`) ?? []), Number(m[2])]);
+          const e = line.match(/^Execution Time: ([\d.]+) ms/);
+          if (e) execution.push(Number(e[1]));
+        }
+      }
+      for (const line of lastPlan) console.log(line);
+      console.log(`medians of ${EXPLAIN_RUNS} EXPLAIN ANALYZE runs: execution ${median(execution).toFixed(3)} ms`);
+      for (const [name, times] of triggers) console.log(`  ${name}: ${median(times).toFixed(3)} ms`);
     } finally {
       await client.end();
     }
   } finally {
     await env.cleanup();
+  }
+}
+
+async function abConstraints(databaseUrl: string, rows: () => SubmissionRow[]): Promise<void> {
+  const clients = await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    const client = new Client({ connectionString: databaseUrl });
+    await client.connect();
+    await client.query('set jit = off');
+    const [{ pid }] = (await client.query('select pg_backend_pid() as pid')).rows;
+    return { client, pid: pid as number };
+  }));
+  try {
+    const definitions = new Map<string, string>();
+    for (const [table, name] of AB) {
+      const { rows: [row] } = await clients[0].client.query(
+        'select pg_get_constraintdef(oid) as def from pg_constraint where conname = $1 and conrelid = $2::regclass', [name, table]);
+      if (!row) throw new Error(`no constraint ${name} on ${table}`);
+      definitions.set(`${table}.${name}`, row.def);
+    }
+    const setConstraints = async (present: boolean) => {
+      for (const [table, name] of AB) {
+        await clients[0].client.query(present
+          ? `alter table ${table} add constraint ${name} ${definitions.get(`${table}.${name}`)}`
+          : `alter table ${table} drop constraint ${name}`);
+      }
+    };
+    const backendsMs = () => clients.reduce((sum, c) => sum + cpuMs(c.pid), 0);
+    const results: Record<'with' | 'without', { cpu: number[]; wall: number[] }> = { with: { cpu: [], wall: [] }, without: { cpu: [], wall: [] } };
+    let turn = 0;
+    for (let b = 0; b < 2 * BLOCKS; b++) {
+      const present = b % 4 === 0 || b % 4 === 3; // with, without, without, with, …: neither always goes first
+      if (!present) await setConstraints(false);
+      const cpuBefore = backendsMs();
+      const started = process.hrtime.bigint();
+      for (let i = 0; i < BLOCK; i++) {
+        const { name, text, values } = storingStatement(rows());
+        await clients[turn++ % clients.length].client.query({ name, text, values });
+      }
+      const wall = Number(process.hrtime.bigint() - started) / 1e6 / BLOCK;
+      const cpu = (backendsMs() - cpuBefore) / BLOCK;
+      results[present ? 'with' : 'without'].cpu.push(cpu);
+      results[present ? 'with' : 'without'].wall.push(wall);
+      if (!present) await setConstraints(true);
+    }
+    const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
+    console.log(`${ITEMS} items over ${Math.min(ORGS, ITEMS)} organizations, ${CONNECTIONS} connections, ${BLOCKS} blocks of ${BLOCK} statements each way, interleaved:`);
+    console.table((['with', 'without'] as const).map((k) => ({
+      constraints: k === 'with' ? `with ${AB.map(([, n]) => n).join(', ')}` : 'without them',
+      backendCpuMsPerStatement: Number(median(results[k].cpu).toFixed(3)),
+      wallMsPerStatement: Number(median(results[k].wall).toFixed(3)),
+      cpuPerBlock: results[k].cpu.map((x) => x.toFixed(2)).join(' '),
+    })));
+  } finally {
+    for (const { client } of clients) await client.end();
   }
 }
 
