@@ -21,7 +21,8 @@ import { benchEnvironment, benchNumber } from './support';
  * beyond building the statement: what the bench's pg_stat_statements table would show, on a
  * PostgreSQL without the extension.
  * Usage: node_modules/.bin/node dist/test/bench/storing-plan.js [--items 16 --orgs 20 --runs 300 --explain-runs 50 --without-foreign-keys]
- * or, an A/B: … --ab submissions.submissions_form_id_fkey1 [--block 100 --blocks 8 --connections 8]
+ * or, an A/B: … --ab submissions.submissions_form_id_fkey1 [--block 100 --blocks 8 --connections 8],
+ * or one organization against many: … --ab-orgs --orgs 20
  */
 const ITEMS = benchNumber('items', 16);
 const ORGS = benchNumber('orgs', 20);
@@ -41,6 +42,8 @@ const AB = process.argv.includes('--ab') ? process.argv[process.argv.indexOf('--
 const BLOCK = benchNumber('block', 100);
 const BLOCKS = benchNumber('blocks', 8);
 const CONNECTIONS = benchNumber('connections', 8);
+/** `--ab-orgs`: the same blocks, statements whose items are all of one organization against items of `--orgs`. */
+const AB_ORGS = process.argv.includes('--ab-orgs');
 
 async function main(): Promise<void> {
   const env = benchEnvironment('plan');
@@ -75,6 +78,16 @@ async function main(): Promise<void> {
     });
     if (AB.length) {
       await abConstraints(env.databaseUrl, rows);
+      return;
+    }
+    if (AB_ORGS) {
+      let one = 0;
+      const oneOrg = (): SubmissionRow[] => rows().map((row) => ({ ...row, ...(({ organizationId, formId, formUpdatedAt }) =>
+        ({ organizationId, formId, formUpdatedAt }))(targets[one++ % 1]) }));
+      await interleave(env.databaseUrl, `${ITEMS} items a statement`, [
+        { label: `1 organization`, rows: oneOrg },
+        { label: `${Math.min(ORGS, ITEMS)} organizations`, rows },
+      ]);
       return;
     }
     const client = new Client({ connectionString: env.databaseUrl });
@@ -123,7 +136,20 @@ async function main(): Promise<void> {
   }
 }
 
-async function abConstraints(databaseUrl: string, rows: () => SubmissionRow[]): Promise<void> {
+interface Variant {
+  label: string;
+  rows: () => SubmissionRow[];
+  /** Before and after each of its blocks (on the first connection). */
+  enter?: (client: Client) => Promise<void>;
+  leave?: (client: Client) => Promise<void>;
+}
+
+/**
+ * Blocks of BLOCK statements, each on the next of CONNECTIONS connections in turn, the variants'
+ * blocks interleaved (A B B A A B …, so neither always goes first), BLOCKS of each: the backends' CPU
+ * (from /proc) and the wall time per statement, medians over the blocks.
+ */
+async function interleave(databaseUrl: string, title: string, variants: [Variant, Variant]): Promise<void> {
   const clients = await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
     const client = new Client({ connectionString: databaseUrl });
     await client.connect();
@@ -132,49 +158,60 @@ async function abConstraints(databaseUrl: string, rows: () => SubmissionRow[]): 
     return { client, pid: pid as number };
   }));
   try {
-    const definitions = new Map<string, string>();
-    for (const [table, name] of AB) {
-      const { rows: [row] } = await clients[0].client.query(
-        'select pg_get_constraintdef(oid) as def from pg_constraint where conname = $1 and conrelid = $2::regclass', [name, table]);
-      if (!row) throw new Error(`no constraint ${name} on ${table}`);
-      definitions.set(`${table}.${name}`, row.def);
-    }
-    const setConstraints = async (present: boolean) => {
-      for (const [table, name] of AB) {
-        await clients[0].client.query(present
-          ? `alter table ${table} add constraint ${name} ${definitions.get(`${table}.${name}`)}`
-          : `alter table ${table} drop constraint ${name}`);
-      }
-    };
     const backendsMs = () => clients.reduce((sum, c) => sum + cpuMs(c.pid), 0);
-    const results: Record<'with' | 'without', { cpu: number[]; wall: number[] }> = { with: { cpu: [], wall: [] }, without: { cpu: [], wall: [] } };
+    const results = variants.map(() => ({ cpu: [] as number[], wall: [] as number[] }));
     let turn = 0;
     for (let b = 0; b < 2 * BLOCKS; b++) {
-      const present = b % 4 === 0 || b % 4 === 3; // with, without, without, with, …: neither always goes first
-      if (!present) await setConstraints(false);
+      const v = b % 4 === 0 || b % 4 === 3 ? 0 : 1;
+      const variant = variants[v];
+      await variant.enter?.(clients[0].client);
       const cpuBefore = backendsMs();
       const started = process.hrtime.bigint();
       for (let i = 0; i < BLOCK; i++) {
-        const { name, text, values } = storingStatement(rows());
+        const { name, text, values } = storingStatement(variant.rows());
         await clients[turn++ % clients.length].client.query({ name, text, values });
       }
-      const wall = Number(process.hrtime.bigint() - started) / 1e6 / BLOCK;
-      const cpu = (backendsMs() - cpuBefore) / BLOCK;
-      results[present ? 'with' : 'without'].cpu.push(cpu);
-      results[present ? 'with' : 'without'].wall.push(wall);
-      if (!present) await setConstraints(true);
+      results[v].wall.push(Number(process.hrtime.bigint() - started) / 1e6 / BLOCK);
+      results[v].cpu.push((backendsMs() - cpuBefore) / BLOCK);
+      await variant.leave?.(clients[0].client);
     }
     const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
-    console.log(`${ITEMS} items over ${Math.min(ORGS, ITEMS)} organizations, ${CONNECTIONS} connections, ${BLOCKS} blocks of ${BLOCK} statements each way, interleaved:`);
-    console.table((['with', 'without'] as const).map((k) => ({
-      constraints: k === 'with' ? `with ${AB.map(([, n]) => n).join(', ')}` : 'without them',
-      backendCpuMsPerStatement: Number(median(results[k].cpu).toFixed(3)),
-      wallMsPerStatement: Number(median(results[k].wall).toFixed(3)),
-      cpuPerBlock: results[k].cpu.map((x) => x.toFixed(2)).join(' '),
+    console.log(`${title}: ${CONNECTIONS} connections, ${BLOCKS} blocks of ${BLOCK} statements each way, interleaved:`);
+    console.table(variants.map((variant, v) => ({
+      variant: variant.label,
+      backendCpuMsPerStatement: Number(median(results[v].cpu).toFixed(3)),
+      wallMsPerStatement: Number(median(results[v].wall).toFixed(3)),
+      cpuPerBlock: results[v].cpu.map((x) => x.toFixed(2)).join(' '),
     })));
   } finally {
     for (const { client } of clients) await client.end();
   }
+}
+
+async function abConstraints(databaseUrl: string, rows: () => SubmissionRow[]): Promise<void> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  const definitions = new Map<string, string>();
+  try {
+    for (const [table, name] of AB) {
+      const { rows: [row] } = await client.query(
+        'select pg_get_constraintdef(oid) as def from pg_constraint where conname = $1 and conrelid = $2::regclass', [name, table]);
+      if (!row) throw new Error(`no constraint ${name} on ${table}`);
+      definitions.set(`${table}.${name}`, row.def);
+    }
+  } finally {
+    await client.end();
+  }
+  await interleave(databaseUrl, `${ITEMS} items over ${Math.min(ORGS, ITEMS)} organizations`, [
+    { label: `with ${AB.map(([, n]) => n).join(', ')}`, rows },
+    {
+      label: 'without them', rows,
+      enter: async (c) => { for (const [table, name] of AB) await c.query(`alter table ${table} drop constraint ${name}`); },
+      leave: async (c) => {
+        for (const [table, name] of AB) await c.query(`alter table ${table} add constraint ${name} ${definitions.get(`${table}.${name}`)}`);
+      },
+    },
+  ]);
 }
 
 main().catch((err) => {
