@@ -22,7 +22,7 @@ import { benchEnvironment, benchNumber } from './support';
  * PostgreSQL without the extension.
  * Usage: node_modules/.bin/node dist/test/bench/storing-plan.js [--items 16 --orgs 20 --runs 300 --explain-runs 50 --without-foreign-keys]
  * or, an A/B: … --ab submissions.submissions_form_id_fkey1 [--block 100 --blocks 8 --connections 8],
- * or one organization against many: … --ab-orgs --orgs 20
+ * or one organization against many: … --ab-orgs --orgs 20, or the items with and without their null columns: … --ab-nulls
  */
 const ITEMS = benchNumber('items', 16);
 const ORGS = benchNumber('orgs', 20);
@@ -44,6 +44,10 @@ const BLOCKS = benchNumber('blocks', 8);
 const CONNECTIONS = benchNumber('connections', 8);
 /** `--ab-orgs`: the same blocks, statements whose items are all of one organization against items of `--orgs`. */
 const AB_ORGS = process.argv.includes('--ab-orgs');
+/** `--ab-nulls`: the items with every column written (null where it has no value, as before) against without. */
+const AB_NULLS = process.argv.includes('--ab-nulls');
+const NULL_COLUMNS = Object.fromEntries(['form_version', 'email', 'name', 'language', 'idem_key', 'idem_hash', 'idem_body', 'idem_token',
+  'event_id', 'event', 'dlv_ids', 'syncs', 'job_group'].map((column) => [column, null]));
 
 async function main(): Promise<void> {
   const env = benchEnvironment('plan');
@@ -78,6 +82,19 @@ async function main(): Promise<void> {
     });
     if (AB.length) {
       await abConstraints(env.databaseUrl, rows);
+      return;
+    }
+    if (AB_NULLS) {
+      // The items as they were written before: every column named, null where it has no value.
+      const withNulls = (batch: SubmissionRow[]) => {
+        const { name, text, values } = storingStatement(batch);
+        const items = (JSON.parse(values[0] as string) as Array<Record<string, unknown>>).map((item) => ({ ...NULL_COLUMNS, ...item }));
+        return { name, text, values: [JSON.stringify(items), ...values.slice(1)] };
+      };
+      await interleave(env.databaseUrl, `${ITEMS} items over ${Math.min(ORGS, ITEMS)} organizations`, [
+        { label: 'items with their null columns', rows, statement: withNulls },
+        { label: 'items without them', rows },
+      ]);
       return;
     }
     if (AB_ORGS) {
@@ -139,6 +156,8 @@ async function main(): Promise<void> {
 interface Variant {
   label: string;
   rows: () => SubmissionRow[];
+  /** The statement for the rows, when not storingStatement's. */
+  statement?: (rows: SubmissionRow[]) => { name: string; text: string; values: unknown[] };
   /** Before and after each of its blocks (on the first connection). */
   enter?: (client: Client) => Promise<void>;
   leave?: (client: Client) => Promise<void>;
@@ -168,7 +187,7 @@ async function interleave(databaseUrl: string, title: string, variants: [Variant
       const cpuBefore = backendsMs();
       const started = process.hrtime.bigint();
       for (let i = 0; i < BLOCK; i++) {
-        const { name, text, values } = storingStatement(variant.rows());
+        const { name, text, values } = (variant.statement ?? storingStatement)(variant.rows());
         await clients[turn++ % clients.length].client.query({ name, text, values });
       }
       results[v].wall.push(Number(process.hrtime.bigint() - started) / 1e6 / BLOCK);
