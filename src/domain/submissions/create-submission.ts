@@ -104,15 +104,15 @@ const submitterSchemas = [
   ['submitterName', Joi.string().max(500).allow(null).label('submitterName')],
 ] as const;
 
+// What joi's email rule hands isEmailValid for `tlds: false` (its types only name the object forms).
+const JOI_EMAIL_OPTIONS = { tlds: false } as unknown as Parameters<typeof isEmailValid>[1];
+
 /**
  * Whether joi would accept the value without a word: the schemas' own tests (null, or a non-empty
  * string within the length, and for the email the same `isEmailValid` and options joi's email rule
  * calls), without joi's validation run around them, which cost a twentieth of a submission's CPU.
  * Anything else goes through joi, which words the refusal. A unit test holds the two to agreement.
  */
-// What joi's email rule hands isEmailValid for `tlds: false` (its types only name the object forms).
-const JOI_EMAIL_OPTIONS = { tlds: false } as unknown as Parameters<typeof isEmailValid>[1];
-
 export function submitterValueAccepted(field: 'submitterEmail' | 'submitterName', value: unknown): boolean {
   if (value === null) return true;
   if (typeof value !== 'string' || value.length === 0) return false;
