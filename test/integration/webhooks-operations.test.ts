@@ -240,7 +240,10 @@ describe('webhook operations (workers in process)', () => {
       await h.submit(s);
       const failed = await h.allSettled(s, 3, 'failed');
       const em = stack.api.app.orm.em.fork();
-      const at = (id: string, iso: string) => em.execute('update webhook_deliveries set created_at = ? where id = ?', [iso, id]);
+      // The service never changes a delivery's created_at: moved by hand here, with its failed row's copy (recovery's window).
+      const at = (id: string, iso: string) => em.execute(
+        `with d as (update webhook_deliveries set created_at = ? where id = ? returning id, created_at)
+         update webhook_delivery_failed f set created_at = d.created_at from d where f.delivery_id = d.id`, [iso, id]);
       const [early, inside, edge] = failed.map((d) => d.id);
       await at(early, '2026-01-01T09:59:59.999Z');
       await at(inside, '2026-01-01T10:00:00.000Z');

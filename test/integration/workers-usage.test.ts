@@ -159,10 +159,12 @@ describe('usage queue jobs', () => {
       webhookId = res.body.webhook.id;
     });
 
-    async function delivery(id: string, status: string, extra: { nextAttemptAt?: string; updatedAt?: string } = {}) {
+    /** A delivery is created no later than it last changed: `createdAt` defaults to `updatedAt`. */
+    async function delivery(id: string, status: string, extra: { nextAttemptAt?: string; updatedAt?: string; createdAt?: string } = {}) {
       await em().execute(
-        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, updated_at)
-         values (?, ?, ?, ?, 'form.submission.created', '{}', ?, ${extra.nextAttemptAt ?? 'null'}, ${extra.updatedAt ?? 'now()'})`,
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, updated_at, created_at)
+         values (?, ?, ?, ?, 'form.submission.created', '{}', ?, ${extra.nextAttemptAt ?? 'null'}, ${extra.updatedAt ?? 'now()'},
+                 ${extra.createdAt ?? extra.updatedAt ?? 'now()'})`,
         [id, webhookId, tenant.organizationId, `evt_${id}`, status],
       );
       await em().execute(
@@ -199,6 +201,8 @@ describe('usage queue jobs', () => {
       await delivery('dlv_retOldFailed', 'failed', { updatedAt: `now() - interval '31 days'` });
       await delivery('dlv_retYoung', 'succeeded', { updatedAt: `now() - interval '29 days'` });
       await delivery('dlv_retPending', 'pending', { nextAttemptAt: 'now()', updatedAt: `now() - interval '40 days'` });
+      // Created long ago, recovered and failed again yesterday: it ended a day ago, so it stays.
+      await delivery('dlv_retRecovered', 'failed', { createdAt: `now() - interval '40 days'`, updatedAt: `now() - interval '1 day'` });
       const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
       await em().execute(
         `insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status, updated_at) values
@@ -217,9 +221,12 @@ describe('usage queue jobs', () => {
       const report = await runMaintenance(em(), { retentionDays: 30 });
       expect(report.deliveriesDeleted).to.be.at.least(2);
       const deliveries = await em().execute(`select id from webhook_deliveries where id like 'dlv_ret%' order by id`);
-      expect(deliveries.map((r: any) => r.id)).to.deep.equal(['dlv_retPending', 'dlv_retYoung']);
+      expect(deliveries.map((r: any) => r.id)).to.deep.equal(['dlv_retPending', 'dlv_retRecovered', 'dlv_retYoung']);
       const attempts = await em().execute(`select delivery_id from delivery_attempts where delivery_id like 'dlv_ret%' order by delivery_id`);
-      expect(attempts.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retPending', 'dlv_retYoung']);
+      expect(attempts.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retPending', 'dlv_retRecovered', 'dlv_retYoung']);
+      // The failed row of the failed delivery deleted went with it; the one kept keeps its own.
+      const failedRows = await em().execute(`select delivery_id from webhook_delivery_failed where delivery_id like 'dlv_ret%' order by delivery_id`);
+      expect(failedRows.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retRecovered']);
       const syncs = await em().execute(`select id from crm_syncs where id like 'crm_ret%' order by id`);
       expect(syncs.map((r: any) => r.id)).to.deep.equal(['crm_retPending', 'crm_retYoung']);
       const outbox = await em().execute('select id from outbox where id in (?, ?)', [oldRow.id, youngRow.id]);
