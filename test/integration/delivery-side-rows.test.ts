@@ -4,6 +4,7 @@ import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { ensureDatabase, initOrm, migrate, type Em, type Orm } from '../../src/db/orm';
 import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
+import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
 import { insertSubmissionFanout } from '../../src/domain/submissions/fanout-store';
 import type { DeliveryDecision } from '../../src/domain/webhooks/policy';
 import type { SendResult } from '../../src/domain/webhooks/sender';
@@ -12,6 +13,7 @@ import {
 } from '../../src/domain/webhooks/store';
 import { resetDeliveryForRetry } from '../../src/domain/webhooks/webhook-service';
 import { newId } from '../../src/lib/ids';
+import { jobIds } from '../../src/queues/catalogue';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { freshQueuePrefix } from '../support/worker-stack';
@@ -202,6 +204,21 @@ describe('owed and failed delivery rows stay exact', function () {
       }
     }
   }
+
+  it('the sweep of owed work repairs an owed row its delivery disagrees with (gone, ended, due at another time) and queues none of them', async () => {
+    await setBridge(false);
+    await call(api.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body: { data: { fld_email: 'a@example.com' } } });
+    const [ended, moved] = await deliveries(`status = 'pending'`);
+    await api.query(`update webhook_deliveries set status = 'succeeded', next_attempt_at = null where id = ?`, [ended.id]);
+    await api.query(`update webhook_deliveries set next_attempt_at = now() + interval '1 hour' where id = ?`, [moved.id]);
+    await api.query(`update webhook_delivery_owed set next_attempt_at = now() - interval '1 hour' where delivery_id in (?, ?)`, [ended.id, moved.id]);
+    await api.query(`insert into webhook_delivery_owed (delivery_id, organization_id, webhook_id, next_attempt_at)
+      values ('dlv_gone000000000000001', ?, ?, now() - interval '1 hour')`, [tenant.organizationId, webhooks[1]]);
+    await sweepOwed(api.app, 0);
+    await expectExact('the sweep');
+    const queue = api.app.producer.queue('webhooks');
+    for (const id of [ended.id, moved.id, 'dlv_gone000000000000001']) expect(await queue.getJob(jobIds.deliver(id)), id).to.equal(undefined);
+  });
 
   for (const bridge of [false, true]) {
     it(bridge ? 'with the rolling deploy\'s triggers' : 'by the statements alone (the triggers disabled)', async () => {
