@@ -7,6 +7,7 @@ import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
+import { keepSideRows } from '../support/deliveries';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
 const FIELDS = [{ id: 'fld_a', type: 'text', label: 'A', required: false, config: {}, validationRules: {}, order: 0 }];
@@ -167,6 +168,7 @@ describe('usage queue jobs', () => {
                  ${extra.createdAt ?? extra.updatedAt ?? 'now()'})`,
         [id, webhookId, tenant.organizationId, `evt_${id}`, status],
       );
+      await keepSideRows((sql, params) => em().execute(sql, params), 'id = ?', [id]);
       await em().execute(
         `insert into delivery_attempts (delivery_id, attempt_no, status_code, duration_ms) values (?, 1, 503, 5)`, [id],
       );
