@@ -31,7 +31,6 @@ import { Migration20261127000601_form_version_columns } from './migrations/Migra
 import { Migration20261128000200_delivery_owed } from './migrations/Migration20261128000200_delivery_owed';
 import { Migration20261128000201_delivery_owed_backfill } from './migrations/Migration20261128000201_delivery_owed_backfill';
 import { Migration20261128000202_deliveries_created_idx } from './migrations/Migration20261128000202_deliveries_created_idx';
-import { Migration20261128000203_delivery_owed_autovacuum } from './migrations/Migration20261128000203_delivery_owed_autovacuum';
 
 export type { Em, Orm };
 
@@ -61,7 +60,6 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261128000200_delivery_owed', class: Migration20261128000200_delivery_owed },
   { name: 'Migration20261128000201_delivery_owed_backfill', class: Migration20261128000201_delivery_owed_backfill },
   { name: 'Migration20261128000202_deliveries_created_idx', class: Migration20261128000202_deliveries_created_idx },
-  { name: 'Migration20261128000203_delivery_owed_autovacuum', class: Migration20261128000203_delivery_owed_autovacuum },
 ];
 
 /**
