@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { UnrecoverableError, Worker } from 'bullmq';
 import IORedis from 'ioredis';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
 import { relayOutbox } from '../../src/domain/outbox/relay';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
 import { rollupUsage } from '../../src/domain/usage/rollup';
@@ -233,6 +234,20 @@ describe('usage queue jobs', () => {
       expect(syncs.map((r: any) => r.id)).to.deep.equal(['crm_retPending', 'crm_retYoung']);
       const outbox = await em().execute('select id from outbox where id in (?, ?)', [oldRow.id, youngRow.id]);
       expect(outbox.map((r: any) => String(r.id))).to.deep.equal([String(youngRow.id)]);
+    });
+
+    it('retention pages past the deliveries it keeps: ended ones created after 2,500 still pending go in the same run', async () => {
+      await em().execute(
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, created_at, updated_at)
+         select 'dlv_keptAhead' || g, ?, ?, 'evt_keptAhead' || g, 'form.submission.created', '{}', 'pending', now() + interval '1 day',
+                now() - interval '60 days' + g * interval '1 millisecond', now() - interval '60 days'
+           from generate_series(1, 2500) g`, [webhookId, tenant.organizationId]);
+      await keepSideRows((sql, params) => em().execute(sql, params), `id like 'dlv_keptAhead%'`);
+      for (let i = 0; i < 3; i++) await delivery(`dlv_endedBehind${i}`, 'succeeded', { createdAt: `now() - interval '59 days'`, updatedAt: `now() - interval '50 days'` });
+      expect(await deleteEndedDeliveries(em(), 30)).to.be.at.least(3);
+      const [left] = await em().execute(`select count(*) filter (where id like 'dlv_keptAhead%')::int as kept,
+        count(*) filter (where id like 'dlv_endedBehind%')::int as ended from webhook_deliveries`);
+      expect(left).to.deep.equal({ kept: 2500, ended: 0 });
     });
   });
 });

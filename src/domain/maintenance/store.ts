@@ -83,7 +83,7 @@ export async function deleteEndedDeliveries(em: Em, retentionDays: number): Prom
       `with page as materialized (
          select id, created_at from webhook_deliveries
           where created_at < ${RETENTION_CUTOFF}
-            ${after ? 'and created_at >= ?::timestamptz and (created_at, id) > (?::timestamptz, ?)' : ''}
+            ${after ? 'and (created_at, id) > (?::timestamptz, ?)' : ''}
           order by created_at, id limit ${RETENTION_BATCH}
        ), gone as (
          delete from webhook_deliveries d using page p
@@ -96,7 +96,7 @@ export async function deleteEndedDeliveries(em: Em, retentionDays: number): Prom
        )
        select (select count(*) from gone)::int as deleted, (select count(*) from page)::int as seen,
               (select at from last) as at, (select id from last) as id`,
-      after ? [retentionDays, after.at, after.at, after.id, retentionDays] : [retentionDays, retentionDays],
+      after ? [retentionDays, after.at, after.id, retentionDays] : [retentionDays, retentionDays],
     );
     total += page.deleted;
     if (page.seen === RETENTION_BATCH) {
