@@ -29,6 +29,9 @@ import { Migration20261127000500_form_analytics_pages } from './migrations/Migra
 import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
 import { Migration20261127000601_form_version_columns } from './migrations/Migration20261127000601_form_version_columns';
 import { Migration20261128000100_submission_day_marks } from './migrations/Migration20261128000100_submission_day_marks';
+import { Migration20261128000200_delivery_owed } from './migrations/Migration20261128000200_delivery_owed';
+import { Migration20261128000201_delivery_owed_backfill } from './migrations/Migration20261128000201_delivery_owed_backfill';
+import { Migration20261128000202_deliveries_created_idx } from './migrations/Migration20261128000202_deliveries_created_idx';
 
 export type { Em, Orm };
 
@@ -56,6 +59,9 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },
   { name: 'Migration20261127000601_form_version_columns', class: Migration20261127000601_form_version_columns },
   { name: 'Migration20261128000100_submission_day_marks', class: Migration20261128000100_submission_day_marks },
+  { name: 'Migration20261128000200_delivery_owed', class: Migration20261128000200_delivery_owed },
+  { name: 'Migration20261128000201_delivery_owed_backfill', class: Migration20261128000201_delivery_owed_backfill },
+  { name: 'Migration20261128000202_deliveries_created_idx', class: Migration20261128000202_deliveries_created_idx },
 ];
 
 /**

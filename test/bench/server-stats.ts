@@ -211,11 +211,12 @@ export async function redisUsedMemoryMb(redisUrl: string): Promise<number> {
   }
 }
 
-export interface TableRows { live: number; dead: number; updates: number; hotUpdates: number; autovacuums: number }
+export interface TableRows { live: number; dead: number; updates: number; hotUpdates: number; autovacuums: number; megabytes: number }
 
 /**
  * pg_stat_user_tables of the named tables (those that exist), a partitioned table as the sum of its
- * partitions: live and dead rows, updates and HOT updates so far, autovacuum runs so far.
+ * partitions: live and dead rows, updates and HOT updates so far, autovacuum runs so far, and its
+ * size on disk with its indexes (MB).
  */
 export async function tableRows(databaseUrl: string, tables: string[]): Promise<Map<string, TableRows>> {
   const client = new Client({ connectionString: databaseUrl });
@@ -223,13 +224,14 @@ export async function tableRows(databaseUrl: string, tables: string[]): Promise<
   try {
     const { rows } = await client.query(
       `select coalesce(p.relname, s.relname) as name, sum(s.n_live_tup)::float8 as live, sum(s.n_dead_tup)::float8 as dead,
-              sum(s.n_tup_upd)::float8 as updates, sum(s.n_tup_hot_upd)::float8 as hot, sum(s.autovacuum_count)::float8 as autovacuums
+              sum(s.n_tup_upd)::float8 as updates, sum(s.n_tup_hot_upd)::float8 as hot, sum(s.autovacuum_count)::float8 as autovacuums,
+              sum(pg_total_relation_size(s.relid))::float8 / 1048576 as megabytes
          from pg_stat_user_tables s
          left join pg_inherits i on i.inhrelid = s.relid
          left join pg_class p on p.oid = i.inhparent
         where coalesce(p.relname, s.relname) = any($1)
         group by 1`, [tables]);
-    return new Map(rows.map((r) => [r.name, { live: r.live, dead: r.dead, updates: r.updates, hotUpdates: r.hot, autovacuums: r.autovacuums }]));
+    return new Map(rows.map((r) => [r.name, { live: r.live, dead: r.dead, updates: r.updates, hotUpdates: r.hot, autovacuums: r.autovacuums, megabytes: r.megabytes }]));
   } finally {
     await client.end();
   }

@@ -22,7 +22,8 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * Per interval: offered and answered (201) rate, p50/p99 of the 201s, the p99 delivery lag (201 →
  * first attempt received by the receiver, same clock), RSS per process (PostgreSQL as the
  * proportional set of all its processes), Redis `used_memory`, and per table the service updates:
- * live/dead rows, updates in the interval and the HOT share of them, autovacuum runs so far. At the
+ * live/dead rows, updates in the interval and the HOT share of them, autovacuum runs so far, its size
+ * with its indexes (webhook_delivery_owed, where it exists: a row inserted and deleted per delivery). At the
  * end: 201s, stored rows, submissions received and delivered (2xx), after up to `--drain` seconds
  * for the retries owed; then the last window against the first (5 minutes, or a third of a shorter
  * run) against the soak's goals.
@@ -52,7 +53,7 @@ const SHARED_BUFFERS_MB = benchNumber('shared-buffers-mb', Math.min(1024, Math.f
 const WORKER_ENTRIES = benchArg('workers', 'workers/all.js').split(',');
 /** The tables the service updates (not only inserts into); `submission_day_counts` when it exists. */
 const TABLES: Record<string, string> = {
-  webhook_deliveries: 'wd', webhooks: 'wh', usage_counter_slots: 'ucs', outbox: 'ob',
+  webhook_deliveries: 'wd', webhook_delivery_owed: 'wdo', webhooks: 'wh', usage_counter_slots: 'ucs', outbox: 'ob',
   idempotency_keys: 'ik', submission_changes: 'sc', submission_day_counts: 'sdc',
 };
 const GOAL_P99_RATIO = 1.5;
@@ -147,7 +148,7 @@ function header(): string {
   return [
     `${pad('min', 6)} ${pad('cpu%', 7)} ${pad('offer/s', 7)} ${pad('201/s', 6)} ${pad('other', 5)} ${pad('p50ms', 6)} ${pad('p99ms', 6)} ${pad('lag99', 6)}`,
     `| RSS MB ${PROCESSES.map((name) => pad(name === 'postgres' ? 'pg(PSS)' : name, 9)).join('')} ${pad('redisMem', 8)}`,
-    '| table live/dead +updates(HOT%) autovacuums',
+    '| table live/dead +updates(HOT%) autovacuums MB(with indexes)',
   ].join(' ');
 }
 
@@ -158,7 +159,7 @@ function line(iv: Interval, loadStartMs: number, previous: Interval | undefined,
     const before = previous?.tables?.get(name);
     const updates = t.updates - (before?.updates ?? 0);
     const hot = t.hotUpdates - (before?.hotUpdates ?? 0);
-    return `${TABLES[name]} ${count(t.live)}/${count(t.dead)} +${count(updates)}(${updates ? Math.round((100 * hot) / updates) : 0}%) ${t.autovacuums}`;
+    return `${TABLES[name]} ${count(t.live)}/${count(t.dead)} +${count(updates)}(${updates ? Math.round((100 * hot) / updates) : 0}%) ${t.autovacuums} ${t.megabytes.toFixed(1)}`;
   });
   const capacity = seconds * 1000 * cpus().length;
   const busy = (key: 'machine' | 'ours') => (iv.cpu && previousCpu ? Math.round((100 * (iv.cpu[key] - previousCpu[key])) / capacity) : '-');

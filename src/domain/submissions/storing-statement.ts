@@ -1,4 +1,5 @@
 import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
+import { owedOfNewDeliveriesSql } from '../webhooks/store';
 import { recordChangesSql } from './change-records';
 import { countDaysSql } from './day-counts';
 import type { SubmissionSource } from './entities';
@@ -285,7 +286,9 @@ ${claims ? `), taken as (
   select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now(), i.job_group
     from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)
    order by i.seq, h.n
-  returning 1
+  returning id, organization_id, webhook_id, next_attempt_at
+), delivery_owed as (
+  ${owedOfNewDeliveriesSql('delivery')}
 ), sync as (
   insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
   select c->>'id', i.org, i.form, i.id, (c->>'index')::int, c->>'integrationId', c->>'provider', 'pending', now()
