@@ -27,7 +27,8 @@ import { git, previousRelease, SOURCE_ROOT } from './release';
  *    this release's API and workers beside the old ones, takes the old ones out of the proxy and stops
  *    them; then rolls back: the old release again on the migrated schema, this one stopped.
  * 4. Checks: no 5xx and no refused connection at any moment; every 201 stored once; every
- *    submission's event delivered with the event id its delivery row holds; the day counts agree
+ *    submission's event delivered with the event id its delivery row holds; no month row drifted
+ *    (`counts check` before any repair); the day counts agree
  *    with the rows (`counts check`, when this tree has the command, after `counts repair`); no
  *    request waited on a lock for more than 2 s while migrating.
  * Prints each step, its longest request and longest lock wait, and the commit it upgraded from.
@@ -351,6 +352,16 @@ async function main(): Promise<void> {
     let counts = 'skipped: this tree has no `counts check` command';
     const cliSource = readFileSync(path.join(SOURCE_ROOT, 'src/cli/index.ts'), 'utf8');
     if (cliSource.includes("'counts check'")) {
+      // Month rows (when this tree has them) are kept through the rollout, by this release and, for
+      // the previous release's writes of slot 0, by the trigger: none may drift before any repair.
+      let before = '';
+      try {
+        before = cli(current, ['counts', 'check']);
+      } catch (err) {
+        before = (err as { stdout?: string }).stdout ?? '';
+      }
+      const months = before.split('\n').filter((line) => line.includes('"month"'));
+      if (months.length) failures.push(`month rows drifted during the rollout: ${months.slice(0, 5).join(' ')}`);
       cli(current, ['counts', 'repair']);
       try {
         counts = `clean: ${cli(current, ['counts', 'check']).trim()}`;
