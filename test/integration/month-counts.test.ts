@@ -6,7 +6,8 @@ import { Client } from 'pg';
 import { Migration20261128000401_month_counts_backfill } from '../../src/db/migrations/Migration20261128000401_month_counts_backfill';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { foldDayCounts } from '../../src/domain/submissions/day-counts';
+import { foldDayCounts, formSpansSql, keepMonthCounts } from '../../src/domain/submissions/day-counts';
+import { spanParts } from '../../src/domain/submissions/day-windows';
 import { createSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
@@ -221,6 +222,54 @@ describe('month counts', function () {
     await storeAll([rowAt(form, new Date(Date.now() - 60_000), 9999)]);
     expect((await runMaintenance(t.app.orm.em.fork())).dayCountsRepaired).to.be.at.least(1);
     await expectPagesExact(form.id, 'hourly repair');
+  });
+
+  it('reads a form\'s total from its month rows and, through their index, its unfolded slots: not a row per day', async () => {
+    // 200 forms of 150 folded days each, their month rows, and a few unfolded slots of the first
+    const em = t.app.orm.em.fork();
+    await em.transactional(async (tx) => {
+      await keepMonthCounts(tx);
+      await tx.execute(
+        `insert into submission_day_counts (organization_id, form_id, day, slot, count)
+         select ?, 'form_plan' || (i % 200), current_date - 3 - (i / 200), 0, 2 from generate_series(0, 29999) i`, [tenant.organizationId]);
+      await tx.execute(
+        `insert into submission_month_counts (organization_id, form_id, month, count)
+         select organization_id, form_id, date_trunc('month', day::timestamp)::date, sum(count) from submission_day_counts
+          where form_id like 'form_plan%' group by 1, 2, 3`);
+      await tx.execute(
+        `insert into submission_day_counts (organization_id, form_id, day, slot, count)
+         select ?, 'form_plan0', current_date - d, 5, 1 from unnest(array[0, 1, 40, 90]) d`, [tenant.organizationId]);
+    });
+    await t.query('analyze submission_day_counts');
+    await t.query('analyze submission_month_counts');
+    try {
+      const { sql, params } = formSpansSql(tenant.organizationId, 'form_plan0', spanParts({ first: null, last: null }))!;
+      const [{ 'QUERY PLAN': plan }] = await t.query(`explain (analyze, format json) ${sql}`, params);
+      const read: Record<string, number> = {};
+      const scans: string[] = [];
+      const walk = (node: any) => {
+        const table = node['Relation Name'];
+        if (table) {
+          read[table] = (read[table] ?? 0) + node['Actual Rows'] * node['Actual Loops'] + (node['Rows Removed by Filter'] ?? 0) * node['Actual Loops'];
+          scans.push(`${node['Node Type']} ${node['Index Name'] ?? table}`);
+        }
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      walk(plan[0].Plan);
+      expect(scans.some((s) => s.includes('submission_day_counts_unfolded_form_idx')), scans.join(', ')).to.equal(true);
+      expect(scans.filter((s) => s.startsWith('Seq Scan')), scans.join(', ')).to.deep.equal([]);
+      // its 6 month rows, its 4 unfolded slots and their days' slot 0: not its 150 days
+      expect(read.submission_day_counts, scans.join(', ')).to.be.at.most(16);
+      expect(read.submission_month_counts).to.be.at.most(7);
+      const [{ total }] = await t.query(`select sum(count)::int as total from (${sql}) s`, params);
+      expect(total).to.equal(150 * 2 + 4);
+    } finally {
+      await em.transactional(async (tx) => {
+        await keepMonthCounts(tx);
+        await tx.execute(`delete from submission_day_counts where form_id like 'form_plan%'`);
+        await tx.execute(`delete from submission_month_counts where form_id like 'form_plan%'`);
+      });
+    }
   });
 
   describe('during the rollout', () => {

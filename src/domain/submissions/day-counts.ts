@@ -98,6 +98,14 @@ export interface SpanReads {
  * (monthCountsSql) and per day of the edge months; spans at zero left out.
  */
 export async function readFormSpans(em: Em, organizationId: string, formId: string, reads: SpanReads): Promise<SpanCount[]> {
+  const statement = formSpansSql(organizationId, formId, reads);
+  if (!statement) return [];
+  const rows = await em.getConnection().execute<Array<{ first: string; last: string; count: string }>>(statement.sql, statement.params);
+  return rows.map((r) => ({ first: r.first, last: r.last, count: Number(r.count) }));
+}
+
+/** The statement of readFormSpans and its parameters; null when it reads nothing. */
+export function formSpansSql(organizationId: string, formId: string, reads: SpanReads): { sql: string; params: unknown[] } | null {
   const parts: string[] = [];
   const params: unknown[] = [];
   if (reads.months) {
@@ -125,10 +133,7 @@ export async function readFormSpans(em: Em, organizationId: string, formId: stri
        group by day having sum(count) <> 0`);
     params.push(organizationId, formId, ...reads.days.flatMap((d) => [d.first, d.last]));
   }
-  if (!parts.length) return [];
-  const rows = await em.getConnection().execute<Array<{ first: string; last: string; count: string }>>(
-    `${parts.join('\n union all\n')} order by first desc`, params);
-  return rows.map((r) => ({ first: r.first, last: r.last, count: Number(r.count) }));
+  return parts.length ? { sql: `${parts.join('\n union all\n')} order by first desc`, params } : null;
 }
 
 /**
