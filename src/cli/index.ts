@@ -25,7 +25,7 @@ const USAGE = `usage: npm run --silent cli -- <command>
   keys list --org ORG_ID
   keys revoke KEY_ID
   secrets reencrypt                 (after rotating ENCRYPTION_KEY; see deploy/README.md)
-  counts check [--form FORM_ID]     (one line per drifted form-day; exits 1 when any drifted)
+  counts check [--form FORM_ID]     (one line per drifted form-day and form-month; exits 1 when any drifted)
   counts repair [--form FORM_ID] [--since YYYY-MM-DD]
   counts marks [--form FORM_ID] [--since YYYY-MM-DD]  (day marks of busy days older than yesterday)`;
 
@@ -145,7 +145,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
     }
     case 'counts check':
     case 'counts repair': {
-      // One JSON line per drifted (form, UTC day) as it is found, then the summary line (README "Day counts that heal").
+      // One JSON line per drifted (form, UTC day) and (form, UTC month) as it is found, then the summary line (README "Day counts that heal").
       const repair = command === 'repair';
       if (!repair && values.since !== undefined) throw new UsageError('--since is for counts repair');
       const { forms, drifted } = await walkDayCounts(em, { repair, formId: values.form, since: day(values.since) }, printLine);

@@ -32,6 +32,8 @@ import { Migration20261128000100_submission_day_marks } from './migrations/Migra
 import { Migration20261128000200_delivery_owed } from './migrations/Migration20261128000200_delivery_owed';
 import { Migration20261128000201_delivery_owed_backfill } from './migrations/Migration20261128000201_delivery_owed_backfill';
 import { Migration20261128000202_deliveries_created_idx } from './migrations/Migration20261128000202_deliveries_created_idx';
+import { Migration20261128000400_submission_month_counts } from './migrations/Migration20261128000400_submission_month_counts';
+import { Migration20261128000401_month_counts_backfill } from './migrations/Migration20261128000401_month_counts_backfill';
 
 export type { Em, Orm };
 
@@ -62,6 +64,8 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261128000200_delivery_owed', class: Migration20261128000200_delivery_owed },
   { name: 'Migration20261128000201_delivery_owed_backfill', class: Migration20261128000201_delivery_owed_backfill },
   { name: 'Migration20261128000202_deliveries_created_idx', class: Migration20261128000202_deliveries_created_idx },
+  { name: 'Migration20261128000400_submission_month_counts', class: Migration20261128000400_submission_month_counts },
+  { name: 'Migration20261128000401_month_counts_backfill', class: Migration20261128000401_month_counts_backfill },
 ];
 
 /**

@@ -6,6 +6,7 @@ import { prepareDatabase } from '../../src/app';
 import { createApiKey } from '../../src/domain/auth/admin';
 import { ADMIN_DB_TIMEOUTS, initOrm } from '../../src/db/orm';
 import { buildDayMarks } from '../../src/domain/submissions/day-marks';
+import { foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { queryOnce } from '../support/postgres-server';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { mapAtMost } from '../../src/lib/map-at-most';
@@ -22,8 +23,9 @@ import { benchEnvironment, benchNumber, loadAgent, percentile, post, request, se
  * `faketime` package), its clock starting in the past and running a day per real second: a day
  * holds what the service stores in a second (batches of 100, `--concurrency` at a time), through the
  * service's own storing statement, and the bench prints how many days that made. The reads are
- * measured against an API on the real clock, after VACUUM ANALYZE (as an operator's autovacuum
- * would leave the tables).
+ * measured against an API on the real clock, after the day counts' fold (the usage worker's hourly
+ * maintenance folds every day older than two days into slot 0 and its month row; the loading APIs
+ * run no worker) and VACUUM ANALYZE (as an operator's autovacuum would leave the tables).
  *
  * `--one-day N` loads N rows instead on the real clock, with no faketime: they all land in today
  * (a bulk import within minutes; a load across UTC midnight splits in two days, which the bench
@@ -158,6 +160,16 @@ async function buildMarks(databaseUrl: string): Promise<void> {
   }
 }
 
+/** One run of the maintenance's fold (at most 10,000 form-days); answers the form-days folded. */
+async function fold(databaseUrl: string): Promise<number> {
+  const orm = await initOrm(databaseUrl, 1, { timeouts: ADMIN_DB_TIMEOUTS });
+  try {
+    return await foldDayCounts(orm.em.fork());
+  } finally {
+    await orm.close();
+  }
+}
+
 /** p50/p99 of CALLS sequential calls (after three to warm up), each answering 200. */
 async function timed(name: string, call: (i: number) => Promise<{ status: number; text: string }>): Promise<{ p50: number; p99: number }> {
   const times: number[] = [];
@@ -258,6 +270,10 @@ async function main(): Promise<void> {
       console.log(`loaded ${checkpoint - stored} in ${seconds.toFixed(0)} s (${Math.round((checkpoint - stored) / seconds)}/s, API restarts included)`);
       stored = checkpoint;
 
+      const foldStarted = performance.now();
+      let folded = 0;
+      for (let n = -1; n !== 0; folded += n) n = await fold(env.databaseUrl);
+      console.log(`fold: ${folded} form-days in ${((performance.now() - foldStarted) / 1000).toFixed(1)} s`);
       const vacuumStarted = performance.now();
       await queryOnce(env.databaseUrl, 'vacuum analyze');
       console.log(`vacuum analyze: ${((performance.now() - vacuumStarted) / 1000).toFixed(0)} s`);

@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import {
-  daySpan, isMarkRank, locateOffset, markedPageStart, markTarget, monthsOfDays, pageLowerBound, pageStart, partialDays, rankFromOldest, utcDay,
-  type DayCount, type DayMark,
+  daySpan, isMarkRank, locateOffset, locateSpan, markedPageStart, markTarget, monthsOfDays, pageDays, pageLowerBound, pageStart, partialDays,
+  rankFromOldest, spanParts, utcDay,
+  type DayCount, type DayMark, type SpanCount,
 } from '../../src/domain/submissions/day-windows';
 
 const at = (iso: string) => new Date(iso);
@@ -120,6 +121,116 @@ describe('day windows (pure)', () => {
         return lower !== null && page.every((day) => new Date(`${day}T00:00:00Z`) >= lower)
           && utcDay(lower) === page[page.length - 1];
       }));
+  });
+
+  describe('months', () => {
+    it('reads the months a span covers whole by their counts, and its first and last month by days', () => {
+      expect(spanParts({ first: null, last: null })).to.deep.equal({ months: { first: null, last: null }, days: [] });
+      expect(spanParts({ first: '2026-03-10', last: null })).to.deep.equal({
+        months: { first: '2026-04-01', last: null }, days: [{ first: '2026-03-10', last: '2026-03-31' }],
+      });
+      expect(spanParts({ first: null, last: '2026-03-10' })).to.deep.equal({
+        months: { first: null, last: '2026-02-01' }, days: [{ first: '2026-03-01', last: '2026-03-10' }],
+      });
+      // a first or last day on the month's edge is still read by days (a partial day is always a day of its own)
+      expect(spanParts({ first: '2026-01-01', last: '2026-04-30' })).to.deep.equal({
+        months: { first: '2026-02-01', last: '2026-03-01' },
+        days: [{ first: '2026-01-01', last: '2026-01-31' }, { first: '2026-04-01', last: '2026-04-30' }],
+      });
+      expect(spanParts({ first: '2026-01-20', last: '2026-02-03' })).to.deep.equal({
+        months: null, days: [{ first: '2026-01-20', last: '2026-01-31' }, { first: '2026-02-01', last: '2026-02-03' }],
+      });
+      expect(spanParts({ first: '2026-02-03', last: '2026-02-20' })).to.deep.equal({ months: null, days: [{ first: '2026-02-03', last: '2026-02-20' }] });
+      expect(spanParts({ first: '2026-02-20', last: '2026-02-03' })).to.deep.equal({ months: null, days: [] });
+      expect(spanParts({ first: '2024-02-10', last: '2024-03-01' }).days).to.deep.equal([
+        { first: '2024-02-10', last: '2024-02-29' }, { first: '2024-03-01', last: '2024-03-01' },
+      ]);
+    });
+
+    it('covers every day of a span once, by a month or by a day', () => {
+      const day = fc.integer({ min: 0, max: 1500 }).map((n) => utcDay(new Date(Date.UTC(2025, 0, 1) + n * 86_400_000)));
+      fc.assert(fc.property(fc.option(day, { nil: null }), fc.option(day, { nil: null }), (first, last) => {
+        const parts = spanParts({ first, last });
+        const lo = first ?? '2024-06-01';
+        const hi = last ?? '2029-06-30';
+        for (const d of monthsOfDays('2024-06-01', '2029-06-30').flat()) {
+          const byDays = parts.days.filter((r) => r.first <= d && d <= r.last).length;
+          const month = `${d.slice(0, 7)}-01`;
+          const byMonth = parts.months && (parts.months.first === null || month >= parts.months.first)
+            && (parts.months.last === null || month <= parts.months.last) ? 1 : 0;
+          expect(byDays + byMonth, d).to.equal(d >= lo && d <= hi ? 1 : 0);
+        }
+      }), { numRuns: 60 });
+    });
+
+    /** A form's days newest first (any count: a drifted day sums below zero), as months and days the way readFormSpans answers. */
+    const layout = fc.array(fc.record({ gap: fc.integer({ min: 1, max: 25 }), count: fc.integer({ min: -3, max: 12 }), asDays: fc.boolean() }),
+      { maxLength: 60 }).map((entries) => {
+      let at = Date.UTC(2026, 5, 30);
+      const all = entries.map((e) => {
+        at -= e.gap * 86_400_000;
+        return { day: utcDay(new Date(at)), count: e.count, asDays: e.asDays };
+      });
+      // the old reads: every day summing above zero
+      const days: DayCount[] = all.filter((d) => d.count > 0).map(({ day, count }) => ({ day, count }));
+      // the new: a month whole (its days each at 0 or more) or, as an edge month is, by its days
+      const spans: SpanCount[] = [];
+      for (const d of all) {
+        const month = d.day.slice(0, 7);
+        const last = spans[spans.length - 1];
+        const whole = all.find((x) => x.day.slice(0, 7) === month)!.asDays === false;
+        if (!whole) {
+          if (d.count > 0) spans.push({ first: d.day, last: d.day, count: d.count });
+        } else if (last && last.first.slice(0, 7) === month && last.first !== last.last) {
+          last.count += Math.max(d.count, 0);
+        } else {
+          const end = utcDay(new Date(Date.UTC(Number(month.slice(0, 4)), Number(month.slice(5, 7)), 0)));
+          spans.push({ first: `${month}-01`, last: end, count: Math.max(d.count, 0) });
+        }
+      }
+      return { days, spans: spans.filter((s) => s.count > 0) };
+    });
+
+    it('places every page where the day-by-day reads place it, reading the days of at most the two months it lies in', async () => {
+      await fc.assert(fc.asyncProperty(layout, fc.nat(400), fc.integer({ min: 1, max: 60 }), fc.boolean(), async ({ days, spans }, offset, limit, bounded) => {
+        const reads: SpanCount[][] = [];
+        const placed = await pageDays(spans, offset, limit, async (months) => {
+          reads.push(months);
+          return days.filter((d) => months.some((m) => m.first <= d.day && d.day <= m.last));
+        });
+        const bounds = { from: bounded && days.length ? new Date(`${days[days.length - 1].day}T06:00:00Z`) : null, until: null };
+        expect(locateOffset(placed, offset)).to.deep.equal(locateOffset(days, offset));
+        expect(pageLowerBound(placed, offset, limit, bounds)).to.deep.equal(pageLowerBound(days, offset, limit, bounds));
+        expect(placed.reduce((n, d) => n + d.count, 0)).to.equal(days.reduce((n, d) => n + d.count, 0));
+        expect(reads.length).to.be.at.most(1);
+        expect(reads.flat().length).to.be.at.most(2);
+      }), { numRuns: 500 });
+    });
+
+    it('locates again when a month\'s days no longer sum to its count (rows written between the reads), and ends', async () => {
+      const spans: SpanCount[] = [
+        { first: '2026-03-01', last: '2026-03-31', count: 5 }, { first: '2026-02-01', last: '2026-02-28', count: 5 },
+        { first: '2026-01-01', last: '2026-01-31', count: 5 },
+      ];
+      expect(locateSpan(spans, 7)).to.deep.equal({ span: spans[1], skip: 2 });
+      // February lost three rows since it was counted: the page's last row now lies in January, read next
+      const reads: string[][] = [];
+      const placed = await pageDays(spans, 6, 2, async (months) => {
+        reads.push(months.map((m) => m.first));
+        return [{ day: '2026-02-10', count: 2 }, { day: '2026-01-05', count: 5 }];
+      });
+      expect(reads).to.deep.equal([['2026-02-01'], ['2026-01-01']]);
+      expect(locateOffset(placed, 6)).to.deep.equal({ day: { day: '2026-02-10', count: 2 }, skip: 1 });
+      expect(locateOffset(placed, 7)).to.deep.equal({ day: { day: '2026-01-05', count: 5 }, skip: 0 });
+      // a reader whose months never match their counts: after the rounds, every month is read by days
+      let calls = 0;
+      const settled = await pageDays(spans, 3, 50, async (months) => {
+        calls++;
+        return months.map((m) => ({ day: m.first, count: 1 }));
+      });
+      expect(calls).to.be.at.most(4);
+      expect(settled.every((d) => d.day.endsWith('-01'))).to.equal(true);
+    });
   });
 
   describe('day marks', () => {

@@ -1,6 +1,6 @@
 // Pure rules of the day counts (day-counts.ts): which days of a date-time filter the counts cannot
-// answer, and where a page at some offset starts. The list, analytics and the usage roll-up read
-// days, not rows (src/README.md, day counts).
+// answer, which of its months they answer whole, and where a page at some offset starts. The list,
+// analytics and the usage roll-up read months and days, not rows (src/README.md, day counts).
 
 const DAY_MS = 86_400_000;
 
@@ -107,6 +107,76 @@ export function monthsOfDays(first: string, last: string): string[][] {
     months[months.length - 1].push(day);
   }
   return months;
+}
+
+/** A form's submissions over the UTC days `first` to `last` (inclusive): a whole month, or one day. */
+export interface SpanCount {
+  first: string;
+  last: string;
+  count: number;
+}
+
+/** The first day of the month `months` after the month of `day` (YYYY-MM-DD). */
+function monthStart(day: string, months = 0): string {
+  const [y, m] = day.split('-').map(Number);
+  return utcDay(new Date(Date.UTC(y, m - 1 + months, 1)));
+}
+
+/** The last day of the month of `day`. */
+function monthEnd(day: string): string {
+  return utcDay(new Date(dayStart(monthStart(day, 1)).getTime() - DAY_MS));
+}
+
+/**
+ * How the days `first` to `last` (null: open) are read: the months they cover whole by their month
+ * counts (`months`, first and last month's first day, null bound: open; null: none), the months of
+ * their first and last day by days (`days`: at most two runs of at most a month). The edge months
+ * are read by days whatever they cover, so a partial day (a date-time bound) is always a day of its own.
+ */
+export function spanParts({ first, last }: { first: string | null; last: string | null })
+  : { months: { first: string | null; last: string | null } | null; days: Array<{ first: string; last: string }> } {
+  if (first && last && first > last) return { months: null, days: [] };
+  const days: Array<{ first: string; last: string }> = [];
+  if (first) days.push({ first, last: last && last < monthEnd(first) ? last : monthEnd(first) });
+  if (last && !(first && monthStart(first) === monthStart(last))) {
+    days.push({ first: first && first > monthStart(last) ? first : monthStart(last), last });
+  }
+  const months = { first: first ? monthStart(first, 1) : null, last: last ? monthStart(last, -1) : null };
+  return { months: months.first && months.last && months.first > months.last ? null : months, days };
+}
+
+/** The span (`spans` newest first) holding the row `offset` places from the newest, and how many of its newer rows come before it. */
+export function locateSpan(spans: SpanCount[], offset: number): { span: SpanCount; skip: number } | null {
+  let before = 0;
+  for (const span of spans) {
+    if (offset < before + span.count) return { span, skip: offset - before };
+    before += span.count;
+  }
+  return null;
+}
+
+/**
+ * The counts a page of `limit` rows from `offset` is placed by, as days (`spans` newest first, a
+ * month's days read by `readDays`, newest first, those at or below zero left out): the months
+ * holding the page's first and last rows are read by days, the others stay whole (each as its
+ * first day) where neither locateOffset nor pageLowerBound looks. Reads at most two months' days,
+ * and more only when a month's days no longer sum to the count it was read with (rows written
+ * between the two reads): then it locates again, and after `rounds` reads every month still whole.
+ */
+export async function pageDays(spans: SpanCount[], offset: number, limit: number,
+  readDays: (months: SpanCount[]) => Promise<DayCount[]>, rounds = 3): Promise<DayCount[]> {
+  let list = spans;
+  for (let round = 0; ; round++) {
+    const total = list.reduce((sum, s) => sum + s.count, 0);
+    const located = [locateSpan(list, offset), locateSpan(list, Math.min(offset + limit, total) - 1)];
+    let wanted = [...new Set(located.flatMap((l) => (l && l.span.first !== l.span.last ? [l.span] : [])))];
+    if (wanted.length && round === rounds) wanted = list.filter((s) => s.first !== s.last);
+    if (!wanted.length) return list.map((s) => ({ day: s.first, count: s.count }));
+    const days = await readDays(wanted);
+    list = list.flatMap((s) => (wanted.includes(s)
+      ? days.filter((d) => d.day >= s.first && d.day <= s.last && d.count > 0).map((d) => ({ first: d.day, last: d.day, count: d.count }))
+      : [s]));
+  }
 }
 
 /**
