@@ -264,6 +264,7 @@ async function main(): Promise<void> {
     console.log(header());
 
     // Per interval: the load counts into `current`; at each tick it is closed, sampled and printed.
+    const [{ lsn: walAtStart }] = await queryOnce(pg.url('postgres'), 'select pg_current_wal_lsn()::text as lsn');
     const loadStartMs = Date.now();
     const intervals: Interval[] = [];
     let current = newInterval(loadStartMs);
@@ -324,6 +325,7 @@ async function main(): Promise<void> {
     closeInterval();
     await printing;
     const loadEndMs = Date.now();
+    const [{ bytes: walBytes }] = await queryOnce(pg.url('postgres'), 'select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 as bytes', [walAtStart]);
 
     // Deliveries owed on retry (delays of RETRY_DELAYS_MS) drain; a lag measured now belongs to no interval.
     const drain = newInterval(loadEndMs);
@@ -343,6 +345,8 @@ async function main(): Promise<void> {
     console.log(`  submissions the receiver got at least once: ${ledger.received.size}; delivered (answered 2xx): ${delivered};`
       + ` attempts received: ${ledger.attempts}; 201s not delivered: ${ledger.owed.size}`);
     console.log(`  webhook_deliveries by status: ${statuses.map((r) => `${r.status} ${r.n}`).join(', ')}`);
+    // What PostgreSQL wrote, whatever else the machine did: the cost of the writes that compares across busy runs.
+    console.log(`  WAL written during the load: ${(walBytes / 1048576).toFixed(1)} MB, ${(walBytes / 1024 / Math.max(1, ledger.created201)).toFixed(2)} kB per 201`);
     if (drain.lags.length) console.log(`  first attempts received during the drain: ${drain.lags.length}, lag p99 ${ms(p(drain.lags, 99))} ms`);
 
     // The last window against the first: 5 minutes each, or a third of a shorter run.
