@@ -147,6 +147,24 @@ describe('day windows (pure)', () => {
       ]);
     });
 
+    it('names the months of a span in years 0-99 and in December 9999 as PostgreSQL dates (Date.UTC would put 1900 on the first, +010000 on the second)', () => {
+      expect(spanParts({ first: '0050-01-15', last: null })).to.deep.equal({
+        months: { first: '0050-02-01', last: null }, days: [{ first: '0050-01-15', last: '0050-01-31' }],
+      });
+      expect(spanParts({ first: null, last: '0099-12-31' })).to.deep.equal({
+        months: { first: null, last: '0099-11-01' }, days: [{ first: '0099-12-01', last: '0099-12-31' }],
+      });
+      expect(spanParts({ first: '0004-02-03', last: '0004-03-01' }).days).to.deep.equal([
+        { first: '0004-02-03', last: '0004-02-29' }, { first: '0004-03-01', last: '0004-03-01' },
+      ]);
+      // no month before year 1 nor after December 9999 holds a row: none is read whole
+      expect(spanParts({ first: null, last: '0001-01-15' })).to.deep.equal({ months: null, days: [{ first: '0001-01-01', last: '0001-01-15' }] });
+      expect(spanParts({ first: '9999-12-15', last: null })).to.deep.equal({ months: null, days: [{ first: '9999-12-15', last: '9999-12-31' }] });
+      expect(spanParts({ first: '9999-11-15', last: '9999-12-31' })).to.deep.equal({
+        months: null, days: [{ first: '9999-11-15', last: '9999-11-30' }, { first: '9999-12-01', last: '9999-12-31' }],
+      });
+    });
+
     it('covers every day of a span once, by a month or by a day', () => {
       const day = fc.integer({ min: 0, max: 1500 }).map((n) => utcDay(new Date(Date.UTC(2025, 0, 1) + n * 86_400_000)));
       fc.assert(fc.property(fc.option(day, { nil: null }), fc.option(day, { nil: null }), (first, last) => {

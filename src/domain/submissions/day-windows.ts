@@ -116,16 +116,27 @@ export interface SpanCount {
   count: number;
 }
 
-/** The first day of the month `months` after the month of `day` (YYYY-MM-DD). */
+/**
+ * The first day of the month `months` after the month of `day` (YYYY-MM-DD), by arithmetic on its
+ * year and month: Date.UTC reads years 0-99 as 1900-1999, and toISOString writes year 10000 as
+ * "+010000" (PostgreSQL's dates run from year 1, and a bound may name any of them).
+ */
 function monthStart(day: string, months = 0): string {
   const [y, m] = day.split('-').map(Number);
-  return utcDay(new Date(Date.UTC(y, m - 1 + months, 1)));
+  const index = y * 12 + (m - 1) + months;
+  return `${String(Math.floor(index / 12)).padStart(4, '0')}-${String((index % 12) + 1).padStart(2, '0')}-01`;
 }
 
-/** The last day of the month of `day`. */
+/** The last day of the month of `day` (any year from 1 to 9999, leap years by the Gregorian rule). */
 function monthEnd(day: string): string {
-  return utcDay(new Date(dayStart(monthStart(day, 1)).getTime() - DAY_MS));
+  const [y, m] = day.split('-').map(Number);
+  const leap = (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
+  const days = m === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31;
+  return `${day.slice(0, 8)}${days}`;
 }
+
+/** The first day after December 9999: no month from it on holds a row (nor sorts as a date string); none before year 1 does either. */
+const PAST_LAST_MONTH = '10000-01-01';
 
 /**
  * How the days `first` to `last` (null: open) are read: the months they cover whole by their month
@@ -142,6 +153,7 @@ export function spanParts({ first, last }: { first: string | null; last: string 
     days.push({ first: first && first > monthStart(last) ? first : monthStart(last), last });
   }
   const months = { first: first ? monthStart(first, 1) : null, last: last ? monthStart(last, -1) : null };
+  if (months.first === PAST_LAST_MONTH || months.last?.startsWith('0000-')) return { months: null, days };
   return { months: months.first && months.last && months.first > months.last ? null : months, days };
 }
 
