@@ -41,7 +41,7 @@ const MINUTES = benchNumber('minutes', 30);
  * once no previous release reads those indexes. Without it the soak measures this release as it
  * ships, beside the previous release's indexes.
  */
-const CONTRACT = process.argv.includes('--contract');
+const contractStep = process.argv.includes('--contract');
 const NEXT_RELEASE_CONTRACT_SQL = `
   drop trigger if exists webhook_deliveries_side_rows_insert on webhook_deliveries;
   drop trigger if exists webhook_deliveries_side_rows_update on webhook_deliveries;
@@ -240,7 +240,7 @@ async function main(): Promise<void> {
       WEBHOOK_RETRY_DELAYS_MS: RETRY_DELAYS_MS, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
     };
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
-    if (CONTRACT) {
+    if (contractStep) {
       await queryOnce(env.databaseUrl, NEXT_RELEASE_CONTRACT_SQL);
       console.log('--contract: the next release\'s contract step applied (partial indexes on status and the rollout triggers dropped)');
     }
