@@ -83,7 +83,9 @@ const STREAK_STILL_TOO_LONG_SQL = (w: string) => `(${w}.failing_since < now() - 
 /**
  * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's success
  * recorded and streak ended when SUCCESS_WRITES_SQL says so. Prepared, as nearly every attempt runs
- * it or its batched form.
+ * it or its batched form. The delivery's failed row goes too: another job of it may have failed it
+ * while this one was sending (its webhook disabled meanwhile: failDelivery), and the row read
+ * before the send cannot say so (one index probe of a table of failed deliveries).
  */
 const RECORD_SUCCEEDED_SQL = `
   with d as (
@@ -95,6 +97,8 @@ const RECORD_SUCCEEDED_SQL = `
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
   ), owed as (
     delete from webhook_delivery_owed o using d where o.delivery_id = d.id
+  ), unfailed as (
+    delete from webhook_delivery_failed f using d where f.delivery_id = d.id
   )
   update webhooks w set failing_since = null, last_success_at = now() where w.id = $10 and ${SUCCESS_WRITES_SQL('w')}`;
 
@@ -184,7 +188,7 @@ const RECORD_ATTEMPT_SQL = `
     select id, organization_id, webhook_id, created_at from d where $1::text = 'failed'
     on conflict (delivery_id) do nothing
   ), unfailed as (
-    delete from webhook_delivery_failed f using d where f.delivery_id = d.id and $1::text <> 'failed' and d.old_status = 'failed'
+    delete from webhook_delivery_failed f using d where f.delivery_id = d.id and $1::text <> 'failed'
   ), wh as (
     update webhooks w
        set failing_since = case when $12::text = 'succeeded' then null
@@ -243,6 +247,8 @@ const RECORD_SUCCEEDED_MANY_SQL = `
     select d.id, d.attempts, i.status_code, i.error, i.duration_ms, i.response_excerpt from d join i on i.id = d.id
   ), owed as (
     delete from webhook_delivery_owed o using d where o.delivery_id = d.id
+  ), unfailed as (
+    delete from webhook_delivery_failed f using d where f.delivery_id = d.id
   )
   update webhooks w set failing_since = null, last_success_at = now()
    where w.id in (select x.id from webhooks x where x.id in (select webhook_id from i) and ${SUCCESS_WRITES_SQL('x')} order by x.id for no key update)
