@@ -67,6 +67,8 @@ export interface Config {
   workerDbStatementTimeoutMs: number;
   /** Ended deliveries, CRM syncs and processed outbox rows older than this many days are removed. */
   retentionDays: number;
+  /** The day marks (src/README.md, day counts): a mark every `every` rows of a form's day of `minRows` or more, built `marginMs` behind the clock. */
+  dayMarks: { every: number; minRows: number; marginMs: number };
   /** How often the sweep looks for owed deliveries and syncs that have no live job. */
   owedSweepIntervalMs: number;
   /** Idle keep-alive connections stay open this long: longer than a load balancer's idle timeout. */
@@ -162,6 +164,9 @@ const schema = Joi.object({
   DB_LOCK_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(2_000),
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: Joi.number().integer().min(0).max(3_600_000).default(15_000),
   RETENTION_DAYS: Joi.number().integer().min(1).max(3650).default(30),
+  DAY_MARK_EVERY: Joi.number().integer().min(2).max(1_000_000).default(1_000),
+  DAY_MARK_MIN_ROWS: Joi.number().integer().min(2).max(1_000_000_000).default(20_000),
+  DAY_MARKS_MARGIN_MS: Joi.number().integer().min(0).max(86_400_000).default(600_000),
   OWED_SWEEP_INTERVAL_MS: Joi.number().integer().min(100).max(3_600_000).default(30_000),
   // Read by the OpenTelemetry SDK (src/lib/tracing.ts), checked here so a typo stops the process.
   OTEL_EXPORTER_OTLP_ENDPOINT: url,
@@ -242,6 +247,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     },
     workerDbStatementTimeoutMs: v.WORKER_DB_STATEMENT_TIMEOUT_MS,
     retentionDays: v.RETENTION_DAYS,
+    dayMarks: { every: v.DAY_MARK_EVERY, minRows: v.DAY_MARK_MIN_ROWS, marginMs: v.DAY_MARKS_MARGIN_MS },
     owedSweepIntervalMs: v.OWED_SWEEP_INTERVAL_MS,
     httpKeepAliveTimeoutMs: v.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     httpHeadersTimeoutMs: v.HTTP_HEADERS_TIMEOUT_MS,

@@ -14,6 +14,7 @@ import { resolveEncryptionKeys } from '../domain/secrets/keys';
 import { publishInvalidation } from '../lib/cache-invalidation';
 import { isScope } from '../domain/auth/scopes';
 import { walkDayCounts } from '../domain/maintenance/day-count-repair';
+import { buildDayMarks } from '../domain/submissions/day-marks';
 
 const USAGE = `usage: npm run --silent cli -- <command>
   migrate
@@ -24,8 +25,9 @@ const USAGE = `usage: npm run --silent cli -- <command>
   keys list --org ORG_ID
   keys revoke KEY_ID
   secrets reencrypt                 (after rotating ENCRYPTION_KEY; see deploy/README.md)
-  counts check [--form FORM_ID]     (one line per drifted form-day; exits 1 when any drifted)
-  counts repair [--form FORM_ID] [--since YYYY-MM-DD]`;
+  counts check [--form FORM_ID]     (one line per drifted form-day and form-month; exits 1 when any drifted)
+  counts repair [--form FORM_ID] [--since YYYY-MM-DD]
+  counts marks [--form FORM_ID] [--since YYYY-MM-DD]  (day marks of busy days older than yesterday)`;
 
 class UsageError extends Error {}
 
@@ -143,7 +145,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
     }
     case 'counts check':
     case 'counts repair': {
-      // One JSON line per drifted (form, UTC day) as it is found, then the summary line (README "Day counts that heal").
+      // One JSON line per drifted (form, UTC day) and (form, UTC month) as it is found, then the summary line (README "Day counts that heal").
       const repair = command === 'repair';
       if (!repair && values.since !== undefined) throw new UsageError('--since is for counts repair');
       const { forms, drifted } = await walkDayCounts(em, { repair, formId: values.form, since: day(values.since) }, printLine);
@@ -151,6 +153,17 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
       if (repair) return { forms, repaired: drifted };
       if (drifted) process.exitCode = 1;
       return { forms, drifted };
+    }
+    case 'counts marks': {
+      // The job keeps today's and yesterday's marks; older busy days (before the job ran, after a
+      // restore or a repair) get theirs here. Every busy day from --since on (default: all).
+      const total = { days: 0, walked: 0, added: 0 };
+      for (let caughtUp = false; !caughtUp;) {
+        const run = await buildDayMarks(em, { ...config.dayMarks, since: day(values.since) ?? '0001-01-01', formId: values.form });
+        Object.assign(total, { days: run.days, walked: total.walked + run.walked, added: total.added + run.added });
+        caughtUp = run.caughtUp;
+      }
+      return total;
     }
     default:
       throw new UsageError(USAGE);

@@ -28,6 +28,12 @@ import { Migration20261127000400_languages } from './migrations/Migration2026112
 import { Migration20261127000500_form_analytics_pages } from './migrations/Migration20261127000500_form_analytics_pages';
 import { Migration20261127000600_form_versions } from './migrations/Migration20261127000600_form_versions';
 import { Migration20261127000601_form_version_columns } from './migrations/Migration20261127000601_form_version_columns';
+import { Migration20261128000100_submission_day_marks } from './migrations/Migration20261128000100_submission_day_marks';
+import { Migration20261128000200_delivery_owed } from './migrations/Migration20261128000200_delivery_owed';
+import { Migration20261128000201_delivery_owed_backfill } from './migrations/Migration20261128000201_delivery_owed_backfill';
+import { Migration20261128000202_deliveries_created_idx } from './migrations/Migration20261128000202_deliveries_created_idx';
+import { Migration20261128000400_submission_month_counts } from './migrations/Migration20261128000400_submission_month_counts';
+import { Migration20261128000401_month_counts_backfill } from './migrations/Migration20261128000401_month_counts_backfill';
 
 export type { Em, Orm };
 
@@ -54,6 +60,12 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261127000500_form_analytics_pages', class: Migration20261127000500_form_analytics_pages },
   { name: 'Migration20261127000600_form_versions', class: Migration20261127000600_form_versions },
   { name: 'Migration20261127000601_form_version_columns', class: Migration20261127000601_form_version_columns },
+  { name: 'Migration20261128000100_submission_day_marks', class: Migration20261128000100_submission_day_marks },
+  { name: 'Migration20261128000200_delivery_owed', class: Migration20261128000200_delivery_owed },
+  { name: 'Migration20261128000201_delivery_owed_backfill', class: Migration20261128000201_delivery_owed_backfill },
+  { name: 'Migration20261128000202_deliveries_created_idx', class: Migration20261128000202_deliveries_created_idx },
+  { name: 'Migration20261128000400_submission_month_counts', class: Migration20261128000400_submission_month_counts },
+  { name: 'Migration20261128000401_month_counts_backfill', class: Migration20261128000401_month_counts_backfill },
 ];
 
 /**

@@ -12,6 +12,26 @@ export const REDACT_PATHS = [
 ];
 
 /**
+ * pino's `isoTime` (`,"time":"<ISO 8601>"`) from a prefix made once a second: a line then costs a
+ * clock read and a concatenation instead of Date#toISOString, which was a quarter of the access
+ * line's CPU. The same text for every instant Date#toISOString writes in four-digit years; others
+ * (never a clock's) are converted as before.
+ */
+let cachedSecond = Number.NaN;
+let cachedPrefix = '';
+const FOUR_DIGIT_YEARS_END_MS = 253_402_300_800_000; // 10000-01-01T00:00:00Z
+export function isoTimestamp(now = Date.now()): string {
+  if (now < 0 || now >= FOUR_DIGIT_YEARS_END_MS) return `,"time":"${new Date(now).toISOString()}"`;
+  const second = Math.floor(now / 1000);
+  if (second !== cachedSecond) {
+    cachedSecond = second;
+    cachedPrefix = `,"time":"${new Date(second * 1000).toISOString().slice(0, 20)}`; // …T17:24:10.
+  }
+  const ms = now - second * 1000;
+  return `${cachedPrefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
+}
+
+/**
  * Writes to stdout asynchronously and in blocks: lines wait until 4 KiB have gathered or 100 ms
  * have passed, so a busy API pays one write (and one completion callback) per dozen request lines
  * rather than per line. pino writes out what is left when the process exits; `flushLogger` before
@@ -22,7 +42,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
     level,
     base: { service: 'form-service' },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
+    timestamp: () => isoTimestamp(),
   }, destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 }));
 }
 

@@ -26,6 +26,7 @@ export interface JobCatalogue {
     'rollup-usage': Record<string, never>;
     'maintenance': Record<string, never>;
     'sweep-owed': Record<string, never>;
+    'mark-days': Record<string, never>;
   };
 }
 
@@ -45,7 +46,7 @@ export const JOB_NAMES: { [Q in QueueName]: readonly JobName<Q>[] } = {
   submissions: ['fanout', 'fanout-deletion'],
   webhooks: ['deliver', 'deliver-group'],
   crm: ['sync'],
-  usage: ['relay-outbox', 'rollup-usage', 'maintenance', 'sweep-owed'],
+  usage: ['relay-outbox', 'rollup-usage', 'maintenance', 'sweep-owed', 'mark-days'],
 };
 
 /** Failed jobs are kept longer than completed ones so operators can inspect them. */
@@ -72,6 +73,8 @@ export function usageSchedule(config: Pick<Config, 'owedSweepIntervalMs'>): Reco
     'rollup-usage': 60_000,
     'maintenance': 3_600_000,
     'sweep-owed': config.owedSweepIntervalMs,
+    // the day marks of busy days (src/domain/submissions/day-marks.ts), kept within a minute of their margin
+    'mark-days': 30_000,
   };
 }
 

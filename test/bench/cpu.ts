@@ -16,6 +16,16 @@ export function cpuMs(pid: number | 'self'): number {
   }
 }
 
+/** The part of cpuMs spent in the kernel on the process's behalf (stime: system calls, a loopback send's delivery). */
+export function systemCpuMs(pid: number | 'self'): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 1000) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
 /** Non-idle CPU time (ms) of all CPUs together since boot: everything but idle and iowait. */
 export function machineCpuMs(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0];
@@ -64,6 +74,8 @@ export interface CpuSample {
   machine: number;
   /** The process under test (the service or the bare stack). */
   node: number;
+  /** Its kernel part (systemCpuMs). */
+  nodeSystem: number;
   /** The bench process: autocannon runs inside it (and it reads the service's log lines). */
   bench: number;
   redis: number;
@@ -82,13 +94,15 @@ export function sampleCpu(nodePid: number): CpuSample {
       postgres.set(pid, { ms: cpuMs(pid), role: 'backendOf' in role ? `db:${role.backendOf}` : role.background });
     }
   }
-  return { machine: machineCpuMs(), node: cpuMs(nodePid), bench: cpuMs('self'), redis, postgres };
+  return { machine: machineCpuMs(), node: cpuMs(nodePid), nodeSystem: systemCpuMs(nodePid), bench: cpuMs('self'), redis, postgres };
 }
 
 /** CPU ms used between two samples, by line of the report. */
 export interface CpuUse {
   machine: number;
   node: number;
+  /** The kernel's part of `node`. */
+  nodeSystem: number;
   /** PostgreSQL, for this bench: the bench database's backends and every background process. */
   postgres: number;
   postgresBackends: number;
@@ -121,6 +135,7 @@ export function cpuUsed(before: CpuSample, after: CpuSample, database: string): 
   const use = {
     machine: after.machine - before.machine,
     node: after.node - before.node,
+    nodeSystem: after.nodeSystem - before.nodeSystem,
     postgres: postgresBackends + background,
     postgresBackends,
     postgresBackground,

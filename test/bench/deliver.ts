@@ -5,6 +5,7 @@ import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { initOrm } from '../../src/db/orm';
 import { eventIdForSubmission, FORM_SUBMISSION_CREATED } from '../../src/domain/webhooks/events';
+import { owedOfNewDeliveriesSql } from '../../src/domain/webhooks/store';
 import { newId } from '../../src/lib/ids';
 import { Producer } from '../../src/queues/producer';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
@@ -115,8 +116,14 @@ async function enqueueBacklog(env: { databaseUrl: string; redisUrl: string; queu
     for (let i = 0; i < ids.length; i += 500) {
       const chunk = ids.slice(i, i + 500);
       await conn.execute(
-        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status)
-         select id, ?, ?, 'evt_backlog_' || id, ?, ?, 'pending' from unnest(string_to_array(?, ',')) as id`,
+        // Pending deliveries with their owed rows, as the service's statements write them (src/README.md,
+        // "Webhook deliveries and HOT updates"): the success path deletes the owed row.
+        `with d as (
+           insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+           select id, ?, ?, 'evt_backlog_' || id, ?, ?, 'pending', now() from unnest(string_to_array(?, ',')) as id
+           returning id, organization_id, webhook_id, next_attempt_at
+         )
+         ${owedOfNewDeliveriesSql('d')}`,
         [webhookId, organizationId, FORM_SUBMISSION_CREATED, payload, chunk.join(',')],
       );
     }

@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import autocannon from 'autocannon';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
@@ -7,9 +9,12 @@ import { createForm } from '../../src/domain/forms/form-service';
 import { normalizeStructure } from '../../src/domain/forms/structure';
 import { newId } from '../../src/lib/ids';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/fakes/otlp-receiver';
+import { ownPostgres, queryOnce } from '../support/postgres-server';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { cpuUsed, perSubmission, sampleCpu, type CpuUse } from './cpu';
-import { commandsPerSubmission, gcDuring, sampleWaits, snapshotCommands, snapshotGc, snapshotStatements, topStatements } from './server-stats';
+import {
+  commandsPerSubmission, gcDuring, sampleWaits, snapshotCommands, snapshotGc, snapshotGroups, snapshotStatements, snapshotTransactions, topStatements,
+} from './server-stats';
 import { benchEnvironment, benchNumber } from './support';
 
 /**
@@ -47,6 +52,11 @@ import { benchEnvironment, benchNumber } from './support';
  * commands, backend states) are the first round's.
  * e.g. npm run bench:ingest -- --rounds 5 --duration 8
  *
+ * Own PostgreSQL: `--own-postgres` runs both on a PostgreSQL of the bench's own with
+ * pg_stat_statements loaded (the machine's shared one does not load it), so the statement table
+ * prints; its settings are the development machine's.
+ * e.g. npm run bench:ingest -- --orgs 20 --own-postgres
+ *
  * Tracing (issue 25): `--trace` runs the service with OpenTelemetry on, exporting (OTLP/HTTP, the
  * default protobuf protocol, every trace sampled unless OTEL_TRACES_SAMPLER says otherwise) to a
  * receiver on loopback inside the bench process; compare with a run without it.
@@ -61,6 +71,15 @@ const BATCH = benchNumber('batch', 0);
 const WARMUP = benchNumber('warmup', 3);
 const TRACE = process.argv.includes('--trace');
 const ROUNDS = benchNumber('rounds', 1);
+/**
+ * An experiment, not a configuration: `--drop-constraints submissions.submissions_form_id_fkey1,…`
+ * drops those constraints (table.name) from the bench database before the service starts, e.g. the
+ * foreign keys the storing statement's inserts check: each check locks its parent row FOR KEY SHARE,
+ * a row lock per organization or form of a statement.
+ */
+const DROP_CONSTRAINTS = process.argv.includes('--drop-constraints')
+  ? process.argv[process.argv.indexOf('--drop-constraints') + 1].split(',').map((c) => c.split('.') as [string, string])
+  : [];
 
 const body = JSON.stringify({
   data: { fld_name: 'Ada Lovelace', fld_email: 'ada@example.com', fld_count: 3, fld_plan: 'pro' },
@@ -98,6 +117,7 @@ function cpuTable(bare: CpuUse, bareSubs: number, service: CpuUse, serviceSubs: 
   return [
     line('whole machine (all CPUs, non-idle)', bare.machine, service.machine),
     line('node (the process under test)', bare.node, service.node),
+    line('  node: in the kernel (system calls)', bare.nodeSystem, service.nodeSystem),
     line('postgres (bench database + background)', bare.postgres, service.postgres),
     line('  postgres: bench database backends', bare.postgresBackends, service.postgresBackends),
     ...background.map((role) => line(`  postgres: ${role}`, bare.postgresBackground[role] ?? 0, service.postgresBackground[role] ?? 0)),
@@ -170,6 +190,7 @@ function printRounds(rounds: Array<{ bare: { result: autocannon.Result; cpu: Cpu
       throughput: (serviceSubs / service.result.duration) / (bareSubs / bare.result.duration),
       p99: service.result.latency.p99 / bare.result.latency.p99,
       machineCpu: (service.cpu.machine / serviceSubs) / (bare.cpu.machine / bareSubs),
+      nodeCpu: (service.cpu.node / serviceSubs) / (bare.cpu.node / bareSubs),
     };
   });
   const median = (values: number[]) => {
@@ -180,17 +201,37 @@ function printRounds(rounds: Array<{ bare: { result: autocannon.Result; cpu: Cpu
   console.log(`${rounds.length} alternating rounds (${DURATION} s each phase; round 1 and every odd round bare stack first, even rounds the service first):`);
   console.table(rows.map((r) => ({
     ...r, throughput: `${(r.throughput * 100).toFixed(1)}%`, p99: `${r.p99.toFixed(2)}x`, machineCpu: `${r.machineCpu.toFixed(2)}x`,
+    nodeCpu: `${r.nodeCpu.toFixed(2)}x`,
   })));
   console.log(`medians over the rounds: throughput ${(median(rows.map((r) => r.throughput)) * 100).toFixed(1)}% of the bare stack's (goal ≥ 90%), `
-    + `p99 ${median(rows.map((r) => r.p99)).toFixed(2)}x (goal ≤ 1.5x), whole-machine CPU per submission ${median(rows.map((r) => r.machineCpu)).toFixed(2)}x (goal ≤ 1.0x with 1 org)`);
+    + `p99 ${median(rows.map((r) => r.p99)).toFixed(2)}x (goal ≤ 1.5x), whole-machine CPU per submission ${median(rows.map((r) => r.machineCpu)).toFixed(2)}x (goal ≤ 1.0x with 1 org), `
+    + `the process under test's CPU per submission ${median(rows.map((r) => r.nodeCpu)).toFixed(2)}x`);
 }
 
 async function main(): Promise<void> {
-  const env = benchEnvironment('ingest');
+  // --own-postgres: a PostgreSQL of the bench's own (initdb on a free port) with pg_stat_statements
+  // loaded, for the statement table where the machine's PostgreSQL does not load it, and away from
+  // the other databases of a shared one (its CPU still shares the machine). Settings as the
+  // development machine's: autovacuum off, 128 MB of shared buffers.
+  const own = process.argv.includes('--own-postgres')
+    ? await ownPostgres({
+      settings: { shared_preload_libraries: "'pg_stat_statements'", autovacuum: 'off', shared_buffers: '128MB', max_connections: 100 },
+      logFile: path.join(tmpdir(), `formservice_bench_ingest_pg_${process.pid}.log`),
+    })
+    : null;
+  if (own) await queryOnce(own.url('postgres'), 'create extension if not exists pg_stat_statements');
+  const env = benchEnvironment('ingest', own ? { adminUrl: own.url('postgres'), redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' } : undefined);
   let otlp: OtlpReceiver | null = null;
   const common = { DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix, NODE_NO_WARNINGS: '1' };
   try {
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
+    if (DROP_CONSTRAINTS.length) {
+      const orm = await initOrm(env.databaseUrl, 1);
+      for (const [table, constraint] of DROP_CONSTRAINTS) {
+        await orm.em.fork().getConnection().execute(`alter table ${table} drop constraint ${constraint}`);
+      }
+      await orm.close();
+    }
 
     // The bare stack, measured first in the same run.
     let bare: { result: autocannon.Result; cpu: CpuUse } | null = null;
@@ -198,7 +239,9 @@ async function main(): Promise<void> {
     let bareWaits: Array<{ state: string; backends: number }> = [];
     let stopBare = async () => {};
     if (!BATCH) {
-      const baseline = await startEntry('test/bench/baseline-server.js', common, 'PORT', [], env.logFile('bare'));
+      // BENCH_BARE_NODE_ARGS: node flags for the bare stack's process (e.g. its own --cpu-prof).
+      const baseline = await startEntry('test/bench/baseline-server.js', common, 'PORT',
+        (process.env.BENCH_BARE_NODE_ARGS ?? '').split(' ').filter(Boolean), env.logFile('bare'));
       const opts = { url: `${baseline.url}/ingest`, method: 'POST' as const, body, headers: { 'content-type': 'application/json' }, connections: CONNECTIONS };
       if (WARMUP > 0) await load({ ...opts, duration: WARMUP });
       measureBare = () => measured(baseline.proc.child.pid!, env.databaseName, { ...opts, duration: DURATION });
@@ -260,14 +303,18 @@ async function main(): Promise<void> {
       },
     };
     if (WARMUP > 0) await load({ url: service.url, requests: [request], connections: CONNECTIONS, duration: WARMUP });
-    const [statementsBefore, commandsBefore, gcBefore] = [
-      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url)];
+    const [statementsBefore, commandsBefore, gcBefore, xactsBefore] = [
+      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url),
+      await snapshotTransactions(env.adminUrl, env.databaseName)];
+    const groupsBefore = await snapshotGroups(service.url);
     const measureService = () => measured(service.proc.child.pid!, env.databaseName, { url: service.url, requests: [request], connections: CONNECTIONS, duration: DURATION });
     const waits = await sampleWaits(env.adminUrl, env.databaseName);
     const full = await measureService();
     const serviceWaits = await waits.stop();
-    const [statementsAfter, commandsAfter, gcAfter] = [
-      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url)];
+    const [statementsAfter, commandsAfter, gcAfter, xactsAfter] = [
+      await snapshotStatements(env.adminUrl, env.databaseName), await snapshotCommands(env.redisUrl), await snapshotGc(service.url),
+      await snapshotTransactions(env.adminUrl, env.databaseName)];
+    const groupsAfter = await snapshotGroups(service.url);
     const rounds = [{ bare: bare!, service: full }];
     // Every other round measures the service first: whichever phase follows the other may find the
     // database in a different state (its WAL, its checkpoints), and the order should not favour one.
@@ -306,6 +353,13 @@ async function main(): Promise<void> {
       console.log(`PostgreSQL, service phase: ${statements.callsPerSub} statements and ${statements.execMsPerSub} ms of execution per submission; top by total execution time:`);
       console.table(statements.top);
     }
+    console.log(`PostgreSQL, service phase: ${((xactsAfter - xactsBefore) / fullRow.accepted).toFixed(3)} transactions per submission `
+      + '(pg_stat_database of the bench database: committed and rolled back, the bench\'s own few included)');
+    if (groupsBefore && groupsAfter) {
+      const statements = groupsAfter.statements - groupsBefore.statements;
+      console.log(`the group commit, service phase: ${(statements / fullRow.accepted).toFixed(3)} storing statements per submission, `
+        + `${((groupsAfter.submissions - groupsBefore.submissions) / Math.max(statements, 1)).toFixed(1)} submissions each`);
+    }
     console.log('PostgreSQL backends of the bench database by state, mean over the first round\'s phases '
       + '(pg_stat_activity every 3 ms; cpu = running, IO:WALSync = flushing WAL, LWLock:WALWrite = waiting for another\'s flush, '
       + '"idle ClientRead" = waiting for the process under test, idle pool connections included):');
@@ -320,6 +374,7 @@ async function main(): Promise<void> {
   } finally {
     await otlp?.close();
     await env.cleanup();
+    await own?.stop();
   }
 }
 

@@ -4,7 +4,9 @@ import http from 'node:http';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import { createApiKey } from '../../src/domain/auth/admin';
-import { initOrm } from '../../src/db/orm';
+import { ADMIN_DB_TIMEOUTS, initOrm } from '../../src/db/orm';
+import { buildDayMarks } from '../../src/domain/submissions/day-marks';
+import { foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { queryOnce } from '../support/postgres-server';
 import { startEntry, type StartedEntry } from '../support/processes';
 import { mapAtMost } from '../../src/lib/map-at-most';
@@ -21,11 +23,26 @@ import { benchEnvironment, benchNumber, loadAgent, percentile, post, request, se
  * `faketime` package), its clock starting in the past and running a day per real second: a day
  * holds what the service stores in a second (batches of 100, `--concurrency` at a time), through the
  * service's own storing statement, and the bench prints how many days that made. The reads are
- * measured against an API on the real clock, after VACUUM ANALYZE (as an operator's autovacuum
- * would leave the tables).
+ * measured against an API on the real clock, after the day counts' fold (the usage worker's hourly
+ * maintenance folds every day older than two days into slot 0 and its month row; the loading APIs
+ * run no worker) and VACUUM ANALYZE (as an operator's autovacuum would leave the tables).
+ *
+ * `--one-day N` loads N rows instead on the real clock, with no faketime: they all land in today
+ * (a bulk import within minutes; a load across UTC midnight splits in two days, which the bench
+ * prints). At 10,000 and at N, after VACUUM ANALYZE, the day marks' builder (buildDayMarks, the
+ * usage worker's job) runs until it has caught up, with no margin (the load is over: no storing
+ * transaction is left in flight), and the bench prints how long it took, the marks it made and its
+ * cost per 100,000 rows walked, then the same table, with the middle page also read by an API that
+ * never looks for a mark (the walk from the day's nearer end) for comparison. `--mark-every` and `--mark-min` (default
+ * 1,000 and 20,000, DAY_MARK_EVERY and DAY_MARK_MIN_ROWS of both the builder and the measured API)
+ * make a small load's day busy enough to carry marks.
  */
 
-const ROWS = benchNumber('rows', 5_000_000);
+/** Rows loaded into one day on the real clock (`--one-day N`); 0: the spread load of `--rows`. */
+const ONE_DAY = benchNumber('one-day', 0);
+const ROWS = ONE_DAY || benchNumber('rows', 5_000_000);
+const MARK_EVERY = benchNumber('mark-every', 1_000);
+const MARK_MIN = benchNumber('mark-min', 20_000);
 const CONCURRENCY = benchNumber('concurrency', 4);
 const CALLS = benchNumber('calls', 30);
 const BATCH = 100;
@@ -42,7 +59,7 @@ const MIN_RATE = 1_000;
  */
 const DAYS_PER_SECOND = benchNumber('days-per-second', 1);
 const DAY_MS = 86_400_000;
-const CHECKPOINTS = [...new Set([10_000, 1_000_000, ROWS].filter((n) => n <= ROWS))].sort((a, b) => a - b);
+const CHECKPOINTS = [...new Set([10_000, ...(ONE_DAY ? [] : [1_000_000]), ROWS].filter((n) => n <= ROWS))].sort((a, b) => a - b);
 const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
 type Common = Record<string, string>;
@@ -100,6 +117,57 @@ async function loadSpread(common: Common, databaseUrl: string, formId: string, k
     clock = new Date(Math.floor(new Date(last).getTime() / DAY_MS) * DAY_MS + DAY_MS);
   }
   return clock;
+}
+
+/** Loads `count` rows through one API on the real clock: they land in today. */
+async function loadOneDay(common: Common, formId: string, keys: string[], count: number, logFile: string): Promise<void> {
+  const api = await startEntry('src/api.js', common, 'PORT', [], logFile);
+  try {
+    await load(api.url, formId, keys, count);
+  } finally {
+    await api.proc.stop();
+  }
+}
+
+/**
+ * Runs the day marks' builder until it has caught up, as the usage worker's job would over several
+ * runs, and prints what it took; then one more run, the cost of a run with nothing to do.
+ */
+async function buildMarks(databaseUrl: string): Promise<void> {
+  const orm = await initOrm(databaseUrl, 1, { timeouts: ADMIN_DB_TIMEOUTS });
+  try {
+    const em = orm.em.fork();
+    const rules = { every: MARK_EVERY, minRows: MARK_MIN, marginMs: 0 };
+    let walked = 0;
+    let runs = 0;
+    const started = performance.now();
+    for (let caughtUp = false; !caughtUp; runs++) {
+      const run = await buildDayMarks(em, rules);
+      walked += run.walked;
+      caughtUp = run.caughtUp;
+    }
+    const ms = performance.now() - started;
+    const idleStarted = performance.now();
+    await buildDayMarks(em, rules);
+    const idleMs = performance.now() - idleStarted;
+    const [{ marks, days }] = await em.getConnection().execute(
+      'select count(*)::int as marks, count(distinct day)::int as days from submission_day_marks');
+    console.log(`day marks: ${marks} on ${days} day(s) (a mark every ${MARK_EVERY} rows of days of ${MARK_MIN} or more), `
+      + `caught up in ${(ms / 1000).toFixed(1)} s over ${runs} run(s), ${walked} rows walked`
+      + `${walked ? ` (${((ms * 100_000) / walked).toFixed(0)} ms per 100,000 rows)` : ''}; a run with nothing to do: ${idleMs.toFixed(1)} ms`);
+  } finally {
+    await orm.close();
+  }
+}
+
+/** One run of the maintenance's fold (at most 10,000 form-days); answers the form-days folded. */
+async function fold(databaseUrl: string): Promise<number> {
+  const orm = await initOrm(databaseUrl, 1, { timeouts: ADMIN_DB_TIMEOUTS });
+  try {
+    return await foldDayCounts(orm.em.fork());
+  } finally {
+    await orm.close();
+  }
 }
 
 /** p50/p99 of CALLS sequential calls (after three to warm up), each answering 200. */
@@ -168,12 +236,13 @@ async function daysLoaded(databaseUrl: string): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  if (!existsSync(LIBFAKETIME)) throw new Error(`bench:reads needs libfaketime (apt-get install faketime): ${LIBFAKETIME} is missing`);
+  if (!ONE_DAY && !existsSync(LIBFAKETIME)) throw new Error(`bench:reads needs libfaketime (apt-get install faketime): ${LIBFAKETIME} is missing`);
   const env = benchEnvironment('reads');
   const encryptionKey = randomBytes(32);
   const common: Common = {
     DATABASE_URL: env.databaseUrl, REDIS_URL: env.redisUrl, QUEUE_PREFIX: env.queuePrefix,
     ENCRYPTION_KEY: encryptionKey.toString('base64'), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    DAY_MARK_EVERY: String(MARK_EVERY), DAY_MARK_MIN_ROWS: String(MARK_MIN),
   };
   let api: StartedEntry | null = null;
   try {
@@ -185,25 +254,42 @@ async function main(): Promise<void> {
 
     // The rows fall on days from far back; each day holds what the service stores in a second.
     let clock = new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS - Math.ceil(ROWS / MIN_RATE + 10) * DAYS_PER_SECOND * DAY_MS);
-    console.log(`${ROWS} submissions into one form (batches of ${BATCH}, ${CONCURRENCY} at a time), ` +
-      `${DAYS_PER_SECOND} day(s) a second from ${clock.toISOString().slice(0, 10)}; ${CALLS} calls per figure, pages of ${LIMIT}`);
+    console.log(ONE_DAY
+      ? `${ROWS} submissions into one form on the real clock, today (batches of ${BATCH}, ${CONCURRENCY} at a time); `
+        + `${CALLS} calls per figure, pages of ${LIMIT}`
+      : `${ROWS} submissions into one form (batches of ${BATCH}, ${CONCURRENCY} at a time), `
+        + `${DAYS_PER_SECOND} day(s) a second from ${clock.toISOString().slice(0, 10)}; ${CALLS} calls per figure, pages of ${LIMIT}`);
 
     const results: Array<{ stored: number; measured: Measured }> = [];
     let stored = 0;
     for (const checkpoint of CHECKPOINTS) {
       const loadStarted = performance.now();
-      clock = await loadSpread(common, env.databaseUrl, seeded.formId, seeded.keys, checkpoint - stored, clock, env.logFile('api-loading'));
+      if (ONE_DAY) await loadOneDay(common, seeded.formId, seeded.keys, checkpoint - stored, env.logFile('api-loading'));
+      else clock = await loadSpread(common, env.databaseUrl, seeded.formId, seeded.keys, checkpoint - stored, clock, env.logFile('api-loading'));
       const seconds = (performance.now() - loadStarted) / 1000;
       console.log(`loaded ${checkpoint - stored} in ${seconds.toFixed(0)} s (${Math.round((checkpoint - stored) / seconds)}/s, API restarts included)`);
       stored = checkpoint;
 
+      const foldStarted = performance.now();
+      let folded = 0;
+      for (let n = -1; n !== 0; folded += n) n = await fold(env.databaseUrl);
+      console.log(`fold: ${folded} form-days in ${((performance.now() - foldStarted) / 1000).toFixed(1)} s`);
       const vacuumStarted = performance.now();
       await queryOnce(env.databaseUrl, 'vacuum analyze');
       console.log(`vacuum analyze: ${((performance.now() - vacuumStarted) / 1000).toFixed(0)} s`);
+      if (ONE_DAY) await buildMarks(env.databaseUrl);
       api = await startEntry('src/api.js', common, 'PORT', [], env.logFile('api'));
       const measured = await measure(api.url, seeded.formId, readKey, stored);
       await api.proc.stop();
       api = null;
+      if (ONE_DAY) {
+        // The same middle page from an API that never looks for a mark (a day's walk from its nearer end), for comparison in this run.
+        api = await startEntry('src/api.js', { ...common, DAY_MARK_MIN_ROWS: String(1_000_000_000) }, 'PORT', [], env.logFile('api-no-marks'));
+        const url = `${api.url}/v1/forms/${seeded.formId}/submissions?limit=${LIMIT}&offset=${Math.floor(stored / 2)}`;
+        measured['list, middle page, no marks'] = await timed('middle page, no marks', () => request('GET', url, readKey));
+        await api.proc.stop();
+        api = null;
+      }
       results.push({ stored, measured });
       console.log(`at ${stored}:`);
       console.table(measured);

@@ -30,6 +30,24 @@ export async function snapshotStatements(adminUrl: string, database: string): Pr
   }
 }
 
+/**
+ * Transactions of one database so far (committed and rolled back, pg_stat_database): with the
+ * group commit, one storing statement is one transaction, so their count per submission shows how
+ * many submissions a statement held where pg_stat_statements is not loaded. The statistics
+ * collector lags by up to half a second (stats_fetch_consistency aside): compare over seconds.
+ */
+export async function snapshotTransactions(adminUrl: string, database: string): Promise<number> {
+  const client = new Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query('select pg_stat_clear_snapshot()');
+    const { rows } = await client.query('select (xact_commit + xact_rollback)::float8 as n from pg_stat_database where datname = $1', [database]);
+    return rows[0]?.n ?? 0;
+  } finally {
+    await client.end();
+  }
+}
+
 /** The statements that took most execution time between two snapshots, per submission. */
 export function topStatements(before: StatementSnapshot, after: StatementSnapshot, submissions: number, top = 8) {
   if (!before.byQuery || !after.byQuery) return null;
@@ -95,6 +113,15 @@ export async function snapshotGc(serviceUrl: string): Promise<GcSnapshot | undef
     gc.set(m[2], kind);
   }
   return gc;
+}
+
+/** The storing statements' group sizes so far (formservice_submission_store_group_size): statements and the submissions they held. */
+export async function snapshotGroups(serviceUrl: string): Promise<{ statements: number; submissions: number } | undefined> {
+  const res = await fetch(`${serviceUrl}/metrics`).catch(() => undefined);
+  if (!res?.ok) return undefined;
+  const text = await res.text();
+  const value = (suffix: string) => Number(text.match(new RegExp(`^formservice_submission_store_group_size_${suffix}(?:\\{\\})? (\\S+)$`, 'm'))?.[1] ?? NaN);
+  return { statements: value('count'), submissions: value('sum') };
 }
 
 /** The collections between two snapshots, by kind: how many, their pauses in all and on average, and per 1,000 submissions. */
@@ -184,11 +211,12 @@ export async function redisUsedMemoryMb(redisUrl: string): Promise<number> {
   }
 }
 
-export interface TableRows { live: number; dead: number; updates: number; hotUpdates: number; autovacuums: number }
+export interface TableRows { live: number; dead: number; updates: number; hotUpdates: number; autovacuums: number; megabytes: number }
 
 /**
  * pg_stat_user_tables of the named tables (those that exist), a partitioned table as the sum of its
- * partitions: live and dead rows, updates and HOT updates so far, autovacuum runs so far.
+ * partitions: live and dead rows, updates and HOT updates so far, autovacuum runs so far, and its
+ * size on disk with its indexes (MB).
  */
 export async function tableRows(databaseUrl: string, tables: string[]): Promise<Map<string, TableRows>> {
   const client = new Client({ connectionString: databaseUrl });
@@ -196,13 +224,14 @@ export async function tableRows(databaseUrl: string, tables: string[]): Promise<
   try {
     const { rows } = await client.query(
       `select coalesce(p.relname, s.relname) as name, sum(s.n_live_tup)::float8 as live, sum(s.n_dead_tup)::float8 as dead,
-              sum(s.n_tup_upd)::float8 as updates, sum(s.n_tup_hot_upd)::float8 as hot, sum(s.autovacuum_count)::float8 as autovacuums
+              sum(s.n_tup_upd)::float8 as updates, sum(s.n_tup_hot_upd)::float8 as hot, sum(s.autovacuum_count)::float8 as autovacuums,
+              sum(pg_total_relation_size(s.relid))::float8 / 1048576 as megabytes
          from pg_stat_user_tables s
          left join pg_inherits i on i.inhrelid = s.relid
          left join pg_class p on p.oid = i.inhparent
         where coalesce(p.relname, s.relname) = any($1)
         group by 1`, [tables]);
-    return new Map(rows.map((r) => [r.name, { live: r.live, dead: r.dead, updates: r.updates, hotUpdates: r.hot, autovacuums: r.autovacuums }]));
+    return new Map(rows.map((r) => [r.name, { live: r.live, dead: r.dead, updates: r.updates, hotUpdates: r.hot, autovacuums: r.autovacuums, megabytes: r.megabytes }]));
   } finally {
     await client.end();
   }

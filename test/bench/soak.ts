@@ -22,7 +22,8 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * Per interval: offered and answered (201) rate, p50/p99 of the 201s, the p99 delivery lag (201 →
  * first attempt received by the receiver, same clock), RSS per process (PostgreSQL as the
  * proportional set of all its processes), Redis `used_memory`, and per table the service updates:
- * live/dead rows, updates in the interval and the HOT share of them, autovacuum runs so far. At the
+ * live/dead rows, updates in the interval and the HOT share of them, autovacuum runs so far, its size
+ * with its indexes (webhook_delivery_owed, where it exists: a row inserted and deleted per delivery). At the
  * end: 201s, stored rows, submissions received and delivered (2xx), after up to `--drain` seconds
  * for the retries owed; then the last window against the first (5 minutes, or a third of a shorter
  * run) against the soak's goals.
@@ -33,6 +34,19 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * Logs of the processes (PostgreSQL's with its autovacuum runs) stay in the temp directory, named in the output.
  */
 const MINUTES = benchNumber('minutes', 30);
+/**
+ * `--contract`: applies ahead, on the bench's own database, the contract step the release after this
+ * one brings (src/README.md, "Webhook deliveries and HOT updates"): the partial indexes on `status`
+ * and the rolling deploy's triggers dropped, so the soak measures the deliveries' writes as they are
+ * once no previous release reads those indexes. Without it the soak measures this release as it
+ * ships, beside the previous release's indexes.
+ */
+const APPLY_CONTRACT_STEP = process.argv.includes('--contract');
+const NEXT_RELEASE_CONTRACT_SQL = `
+  drop trigger if exists webhook_deliveries_side_rows_insert on webhook_deliveries;
+  drop trigger if exists webhook_deliveries_side_rows_update on webhook_deliveries;
+  drop trigger if exists webhook_deliveries_side_rows_delete on webhook_deliveries;
+  drop index if exists webhook_deliveries_owed_idx, webhook_deliveries_ended_idx, webhook_deliveries_failed_idx`;
 const INTERVAL_S = benchNumber('interval', 60);
 /** The soak asks for about 60 % of what the machine takes at the start; without --rate this bench does not measure that. */
 const RATE_GIVEN = process.argv.includes('--rate');
@@ -52,7 +66,7 @@ const SHARED_BUFFERS_MB = benchNumber('shared-buffers-mb', Math.min(1024, Math.f
 const WORKER_ENTRIES = benchArg('workers', 'workers/all.js').split(',');
 /** The tables the service updates (not only inserts into); `submission_day_counts` when it exists. */
 const TABLES: Record<string, string> = {
-  webhook_deliveries: 'wd', webhooks: 'wh', usage_counter_slots: 'ucs', outbox: 'ob',
+  webhook_deliveries: 'wd', webhook_delivery_owed: 'wdo', webhooks: 'wh', usage_counter_slots: 'ucs', outbox: 'ob',
   idempotency_keys: 'ik', submission_changes: 'sc', submission_day_counts: 'sdc',
 };
 const GOAL_P99_RATIO = 1.5;
@@ -147,7 +161,7 @@ function header(): string {
   return [
     `${pad('min', 6)} ${pad('cpu%', 7)} ${pad('offer/s', 7)} ${pad('201/s', 6)} ${pad('other', 5)} ${pad('p50ms', 6)} ${pad('p99ms', 6)} ${pad('lag99', 6)}`,
     `| RSS MB ${PROCESSES.map((name) => pad(name === 'postgres' ? 'pg(PSS)' : name, 9)).join('')} ${pad('redisMem', 8)}`,
-    '| table live/dead +updates(HOT%) autovacuums',
+    '| table live/dead +updates(HOT%) autovacuums MB(with indexes)',
   ].join(' ');
 }
 
@@ -158,7 +172,7 @@ function line(iv: Interval, loadStartMs: number, previous: Interval | undefined,
     const before = previous?.tables?.get(name);
     const updates = t.updates - (before?.updates ?? 0);
     const hot = t.hotUpdates - (before?.hotUpdates ?? 0);
-    return `${TABLES[name]} ${count(t.live)}/${count(t.dead)} +${count(updates)}(${updates ? Math.round((100 * hot) / updates) : 0}%) ${t.autovacuums}`;
+    return `${TABLES[name]} ${count(t.live)}/${count(t.dead)} +${count(updates)}(${updates ? Math.round((100 * hot) / updates) : 0}%) ${t.autovacuums} ${t.megabytes.toFixed(1)}`;
   });
   const capacity = seconds * 1000 * cpus().length;
   const busy = (key: 'machine' | 'ours') => (iv.cpu && previousCpu ? Math.round((100 * (iv.cpu[key] - previousCpu[key])) / capacity) : '-');
@@ -226,6 +240,10 @@ async function main(): Promise<void> {
       WEBHOOK_RETRY_DELAYS_MS: RETRY_DELAYS_MS, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
     };
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
+    if (APPLY_CONTRACT_STEP) {
+      await queryOnce(env.databaseUrl, NEXT_RELEASE_CONTRACT_SQL);
+      console.log('--contract: the next release\'s contract step applied (partial indexes on status and the rollout triggers dropped)');
+    }
     const seeded = await seedWebhookBench(env.databaseUrl, receiverUrl, encryptionKey, KEYS);
     const api = await startEntry('src/api.js', common, 'PORT', [], env.logFile('api'));
     stops.push(['API', () => api.proc.stop()]);
@@ -246,6 +264,7 @@ async function main(): Promise<void> {
     console.log(header());
 
     // Per interval: the load counts into `current`; at each tick it is closed, sampled and printed.
+    const [{ lsn: walAtStart }] = await queryOnce(pg.url('postgres'), 'select pg_current_wal_lsn()::text as lsn');
     const loadStartMs = Date.now();
     const intervals: Interval[] = [];
     let current = newInterval(loadStartMs);
@@ -306,6 +325,7 @@ async function main(): Promise<void> {
     closeInterval();
     await printing;
     const loadEndMs = Date.now();
+    const [{ bytes: walBytes }] = await queryOnce(pg.url('postgres'), 'select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 as bytes', [walAtStart]);
 
     // Deliveries owed on retry (delays of RETRY_DELAYS_MS) drain; a lag measured now belongs to no interval.
     const drain = newInterval(loadEndMs);
@@ -325,6 +345,8 @@ async function main(): Promise<void> {
     console.log(`  submissions the receiver got at least once: ${ledger.received.size}; delivered (answered 2xx): ${delivered};`
       + ` attempts received: ${ledger.attempts}; 201s not delivered: ${ledger.owed.size}`);
     console.log(`  webhook_deliveries by status: ${statuses.map((r) => `${r.status} ${r.n}`).join(', ')}`);
+    // What PostgreSQL wrote, whatever else the machine did: the cost of the writes that compares across busy runs.
+    console.log(`  WAL written during the load: ${(walBytes / 1048576).toFixed(1)} MB, ${(walBytes / 1024 / Math.max(1, ledger.created201)).toFixed(2)} kB per 201`);
     if (drain.lags.length) console.log(`  first attempts received during the drain: ${drain.lags.length}, lag p99 ${ms(p(drain.lags, 99))} ms`);
 
     // The last window against the first: 5 minutes each, or a third of a shorter run.

@@ -71,6 +71,16 @@ describe('date-times without an offset are UTC (an API under TZ=America/New_York
     expect(res.text.split('\n').filter(Boolean)).to.have.length(3);
   });
 
+  it('lists from a start in December 9999 (no month after it) or in years 0-99 as from any other: none, all', async () => {
+    for (const [q, n] of [['startDate=9999-12-15', 0], ['startDate=9999-11-15&endDate=9999-12-31', 0], ['startDate=0050-01-15', 3],
+      ['startDate=0099-12-15&endDate=9999-12-31T23:59:59Z', 3], ['endDate=0001-01-15', 0]] as const) {
+      const list = await call(t.url, 'GET', `/v1/forms/${formId}/submissions?${q}`, { key: tenant.key });
+      expect(list.status, `${q}: ${list.text}`).to.equal(200);
+      expect(list.body.submissions, q).to.have.length(n);
+      expect(list.body.pagination.total, q).to.equal(n);
+    }
+  });
+
   it('refuses what is not an ISO 8601 date or date-time with 400 validation_error', async () => {
     for (const bad of ['2026-02-30T08:00:00', 'yesterday', '2026-11-01 08:00', '0000-01-01', '0001-01-01T00:00:00+05:00', '9999-12-31T23:00:00-05:00']) {
       const res = await call(newYork.url, 'GET', `/v1/forms/${formId}/submissions?startDate=${encodeURIComponent(bad)}`, { key: tenant.key });

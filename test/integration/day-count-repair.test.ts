@@ -6,15 +6,16 @@ import { Client } from 'pg';
 import { initOrm } from '../../src/db/orm';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { rollupUsage } from '../../src/domain/usage/rollup';
-import { walkDayCounts, type FormDayDrift } from '../../src/domain/maintenance/day-count-repair';
+import { walkDayCounts, type FormDrift } from '../../src/domain/maintenance/day-count-repair';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { DAY_SLOTS, FOLD_DAY_COUNTS_SQL, foldDayCounts } from '../../src/domain/submissions/day-counts';
+import { FOLD_DAY_COUNTS_SQL, foldDayCounts, keepMonthCounts } from '../../src/domain/submissions/day-counts';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
 import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { newTimeOrderedId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { expectDayCountsExact } from '../support/day-counts';
+import { asPreviousRelease } from '../support/previous-release';
 import { DIST_ROOT } from '../support/processes';
 
 const DAY_MS = 86_400_000;
@@ -76,13 +77,13 @@ describe('day counts that heal', function () {
       [tenant.organizationId, formId, id]);
   }
 
-  /** A connection of its own whose slot (backend pid modulo DAY_SLOTS) passes `wanted`. */
-  async function clientWithSlot(wanted: (slot: number) => boolean): Promise<{ client: Client; pid: number }> {
+  /** A connection of its own whose backend pid passes `wanted`. */
+  async function clientWithPid(wanted: (pid: number) => boolean): Promise<{ client: Client; pid: number }> {
     for (;;) {
       const client = new Client({ connectionString: process.env.DATABASE_URL });
       await client.connect();
       const { rows: [{ pid }] } = await client.query('select pg_backend_pid() as pid');
-      if (wanted(pid % DAY_SLOTS)) {
+      if (wanted(pid)) {
         clients.push(client);
         return { client, pid };
       }
@@ -90,12 +91,16 @@ describe('day counts that heal', function () {
     }
   }
 
-  /** The service's own deleting statement, run on `client` (its `?` placeholders as $n). */
-  async function deleteOn(client: Client, id: string): Promise<void> {
+  /** The service's own deleting statement (or the previous release's: `previous`), run on `client` (its `?` placeholders as $n). */
+  async function deleteOn(client: Client, id: string, previous = false): Promise<void> {
     let n = 0;
-    const { rowCount } = await client.query(DELETE_SUBMISSION_SQL.replace(/\?/g, () => `$${++n}`), [id, tenant.organizationId]);
+    const sql = previous ? asPreviousRelease(DELETE_SUBMISSION_SQL) : DELETE_SUBMISSION_SQL;
+    const { rowCount } = await client.query(sql.replace(/\?/g, () => `$${++n}`), [id, tenant.organizationId]);
     expect(rowCount).to.equal(1);
   }
+
+  /** A connection on which the previous release's storing and deleting statements write slot 0 (its slot: pid modulo 16). */
+  const previousReleaseSlotZero = () => clientWithPid((pid) => pid % 16 === 0);
 
   /** Until `backends` other backends running a statement containing `text` wait on a lock. */
   async function waitUntilBlocked(text: string, backends = 1): Promise<void> {
@@ -111,8 +116,8 @@ describe('day counts that heal', function () {
 
   const expectCountsExact = (formId: string) => expectDayCountsExact(t, tenant, formId);
 
-  async function repairForm(formId: string): Promise<FormDayDrift[]> {
-    const found: FormDayDrift[] = [];
+  async function repairForm(formId: string): Promise<FormDrift[]> {
+    const found: FormDrift[] = [];
     await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId }, (d) => found.push(d));
     return found;
   }
@@ -142,7 +147,7 @@ describe('day counts that heal', function () {
     expect(await expectCountsExact(form.id)).to.equal(0);
   });
 
-  it('folds by adding into slot 0: a deletion writing slot 0 meanwhile is kept', async () => {
+  it('folds by adding into slot 0: a previous release\'s deletion writing slot 0 meanwhile is kept, in the day and its month', async () => {
     const form = await newForm();
     const day = new Date(Date.now() - 5 * DAY_MS);
     const rows = Array.from({ length: 4 }, (_, i) => rowAt(form, new Date(day.getTime() + i * 1000), i));
@@ -153,10 +158,11 @@ describe('day counts that heal', function () {
        insert into submission_day_counts (organization_id, form_id, day, slot, count)
        select organization_id, form_id, day, 5, sum(count) from gone group by 1, 2, 3`, [form.id]);
 
-    // a deletion of that day on a connection whose slot is 0, not yet committed when the fold runs
-    const { client } = await clientWithSlot((slot) => slot === 0);
+    // a deletion of that day by the previous release on a connection whose slot is 0 (this release's
+    // never write slot 0), not yet committed when the fold runs
+    const { client } = await previousReleaseSlotZero();
     await client.query('begin');
-    await deleteOn(client, rows[0].id);
+    await deleteOn(client, rows[0].id, true);
     const folding = foldDayCounts(t.app.orm.em.fork());
     await waitUntilBlocked('with picked as');
     await client.query('commit');
@@ -165,10 +171,14 @@ describe('day counts that heal', function () {
   });
 
   it('picks the days to fold through the index of unfolded slots, not a scan of the folded archive', async () => {
-    // an archive of 40,000 folded form-days, and a few unfolded slots
-    await t.query(
-      `insert into submission_day_counts (organization_id, form_id, day, slot, count)
-       select ?, 'form_archive' || (i % 400), current_date - 10 - (i / 400), 0, 3 from generate_series(0, 39999) i`, [tenant.organizationId]);
+    // an archive of 40,000 folded form-days (written as the fold writes them, keeping the month rows:
+    // none, these forms being read by no test), and a few unfolded slots
+    await t.app.orm.em.fork().transactional(async (tx) => {
+      await keepMonthCounts(tx);
+      await tx.execute(
+        `insert into submission_day_counts (organization_id, form_id, day, slot, count)
+         select ?, 'form_archive' || (i % 400), current_date - 10 - (i / 400), 0, 3 from generate_series(0, 39999) i`, [tenant.organizationId]);
+    });
     await t.query(
       `insert into submission_day_counts (organization_id, form_id, day, slot, count)
        select ?, 'form_archive' || i, current_date - 20, 3, 1 from generate_series(0, 4) i`, [tenant.organizationId]);
@@ -187,7 +197,11 @@ describe('day counts that heal', function () {
       const [{ n }] = await t.query(`select count(*)::int as n from submission_day_counts where form_id like 'form_archive%' and slot <> 0`);
       expect(n).to.equal(0);
     } finally {
-      await t.query(`delete from submission_day_counts where form_id like 'form_archive%'`);
+      await t.app.orm.em.fork().transactional(async (tx) => {
+        await keepMonthCounts(tx);
+        await tx.execute(`delete from submission_day_counts where form_id like 'form_archive%'`);
+        await tx.execute(`delete from submission_month_counts where form_id like 'form_archive%'`);
+      });
     }
   });
 
@@ -203,7 +217,7 @@ describe('day counts that heal', function () {
        select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [form.id]);
 
     // a deletion in that month, its count in a new slot row, still open when retention starts
-    const { client } = await clientWithSlot((slot) => slot !== 0);
+    const { client } = await clientWithPid(() => true);
     await client.query('begin');
     await deleteOn(client, rows[0].id);
     const dropping = dropExpiredSubmissionPartitions(t.app.orm.em.fork(), 2, now);
@@ -227,12 +241,12 @@ describe('day counts that heal', function () {
     expect(drifted.length).to.be.greaterThan(0);
     expect(await expectCountsExact(form.id)).to.equal(69);
 
-    // a counted deletion open across a whole repair, on a connection whose slot the repair does not write
+    // a counted deletion open across a whole repair (on a slot the repair does not write: this release's writers never write slot 0)
     await insertUncounted(form.id, at(1), 100);
-    const { client } = await clientWithSlot((slot) => slot !== 0);
+    const { client } = await clientWithPid(() => true);
     await client.query('begin');
     await deleteOn(client, stored[1].id);
-    expect((await repairForm(form.id)).map((d) => d.day)).to.deep.equal([at(1).toISOString().slice(0, 10)]);
+    expect((await repairForm(form.id)).map((d) => ('day' in d ? d.day : d.month))).to.deep.equal([at(1).toISOString().slice(0, 10)]);
     await client.query('commit');
     expect(await expectCountsExact(form.id)).to.equal(69);
 
@@ -258,7 +272,7 @@ describe('day counts that heal', function () {
     // concurrent counted write would leave a drift of its own for a later repair to add
     let repairs = 0;
     let added = 0;
-    const addUp = (found: FormDayDrift[]) => { for (const d of found) added += d.counted - d.stored; };
+    const addUp = (found: FormDrift[]) => { for (const d of found) added += d.counted - d.stored; };
     // two at a time (the CLI and the maintenance): they must not both add one difference
     const repairing = [0, 1].map(async () => {
       while (writing) {
@@ -287,10 +301,10 @@ describe('day counts that heal', function () {
     await insertUncounted(form.id, new Date(day.getTime() + 5000), 1);
     await insertUncounted(form.id, new Date(day.getTime() + 6000), 2);
 
-    // a counted deletion holding the day's slot 0 while both repairs run
-    const { client } = await clientWithSlot((slot) => slot === 0);
+    // a counted deletion holding the day's slot 0 while both repairs run (the previous release's: this one's never write slot 0)
+    const { client } = await previousReleaseSlotZero();
     await client.query('begin');
-    await deleteOn(client, rows[0].id);
+    await deleteOn(client, rows[0].id, true);
     const first = repairForm(form.id);
     await waitUntilBlocked('fixed as');
     const second = repairForm(form.id);
@@ -338,7 +352,7 @@ describe('day counts that heal', function () {
     const { total: before } = await oldQuery(null, 0, 1);
     expect((await list(form.id, 'limit=1')).body.pagination.total, 'the drift shows before the repair').to.not.equal(before);
 
-    expect((await repairForm(form.id)).map((d) => d.day)).to.deep.equal([0, 1, 2, 3, 4, 9].map((d) => new Date(base + d * DAY_MS).toISOString().slice(0, 10)));
+    expect((await repairForm(form.id)).map((d) => ('day' in d ? d.day : d.month))).to.deep.equal([0, 1, 2, 3, 4, 9].map((d) => new Date(base + d * DAY_MS).toISOString().slice(0, 10)));
     expect(await expectCountsExact(form.id)).to.equal(90 + 12 - 4);
     await expectPagesExact();
   });
@@ -376,7 +390,7 @@ describe('day counts that heal', function () {
     const report = await runMaintenance(t.app.orm.em.fork());
     expect(report.dayCountsRepairFailed).to.equal(null);
     // and counts repair zeroes what they held
-    const repaired: FormDayDrift[] = [];
+    const repaired: FormDrift[] = [];
     await walkDayCounts(t.app.orm.em.fork(), { repair: true }, (d) => repaired.push(d));
     expect(repaired.map((d) => [d.formId, d.counted, d.stored])).to.deep.equal([[form.id, 0, 1]]);
   });
@@ -387,15 +401,15 @@ describe('day counts that heal', function () {
     await storeAll([0, 1, 2].map((i) => rowAt(form, new Date(day.getTime() + i * 1000), i)));
     await t.query('delete from forms where id = ?', [form.id]);
     expect(await t.query('select 1 from submissions where form_id = ?', [form.id]), 'the rows cascade').to.deep.equal([]);
-    const found: FormDayDrift[] = [];
+    const found: FormDrift[] = [];
     await walkDayCounts(t.app.orm.em.fork(), { repair: false }, (d) => found.push(d));
     expect(found.filter((d) => d.formId === form.id)).to.deep.equal([{ formId: form.id, day: day.toISOString().slice(0, 10), counted: 0, stored: 3 }]);
-    const one: FormDayDrift[] = [];
+    const one: FormDrift[] = [];
     await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId: form.id }, (d) => one.push(d));
     expect(one).to.deep.equal(found);
     const [{ n }] = await t.query('select coalesce(sum(count), 0)::int as n from submission_day_counts where form_id = ?', [form.id]);
     expect(n).to.equal(0);
-    const after: FormDayDrift[] = [];
+    const after: FormDrift[] = [];
     await walkDayCounts(t.app.orm.em.fork(), { repair: false, formId: form.id }, (d) => after.push(d));
     expect(after).to.deep.equal([]);
   });
@@ -415,7 +429,7 @@ describe('day counts that heal', function () {
     ]);
 
     // --since leaves the days before it
-    const sinceToday: FormDayDrift[] = [];
+    const sinceToday: FormDrift[] = [];
     await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId: form.id, since: new Date(now).toISOString().slice(0, 10) },
       (d) => sinceToday.push(d));
     expect(sinceToday).to.deep.equal([]);
@@ -485,7 +499,7 @@ describe('day counts that heal', function () {
     await t.query(`insert into submission_day_counts (organization_id, form_id, day, slot, count)
                    values (?, 'form_foldme', current_date - 10, 3, 0)`, [tenant.organizationId]);
     // the submissions locked as retention's DETACH locks them, past the workers' lock_timeout
-    const { client } = await clientWithSlot(() => true);
+    const { client } = await clientWithPid(() => true);
     await client.query('begin');
     await client.query('lock table submissions in access exclusive mode');
     let report: Awaited<ReturnType<typeof runMaintenance>>;
@@ -518,7 +532,7 @@ describe('day counts that heal', function () {
     // the slow form's day held (as a count of millions of rows would hold the statement) past a
     // statement timeout that comes before any lock timeout
     const orm = await initOrm(process.env.DATABASE_URL!, 2, { timeouts: { statementMs: 700, lockMs: 0, idleInTransactionMs: 0 } });
-    const { client } = await clientWithSlot(() => true);
+    const { client } = await clientWithPid(() => true);
     let report: Awaited<ReturnType<typeof runMaintenance>>;
     try {
       await client.query('begin');

@@ -7,6 +7,7 @@ import { MAX_GROUP_MEMBERS } from '../../src/queues/producer';
 import { deliverGroup } from '../../workers/processors/webhooks';
 import { startReceiver, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { deleteQueueKeys } from '../support/databases';
+import { keepSideRows } from '../support/deliveries';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
 import { startInProcessWorkers, startStack, waitUntil, type InProcessWorkers, type Stack } from '../support/worker-stack';
 
@@ -108,6 +109,7 @@ describe('delivery groups: one job for the first attempts of a storing group\'s 
     // The database is the whole suite's: other tests' owed rows are swept too. Made the oldest due,
     // these two are in the sweep's first batch (OWED_BATCH) whatever else is owed.
     await em().execute(`update webhook_deliveries set next_attempt_at = '2000-01-01' where id in (?, ?)`, [rows[0].id, rows[1].id]);
+    await keepSideRows((sql, params) => em().execute(sql, params), 'id in (?, ?)', [rows[0].id, rows[1].id]);
     await sweepOwed(app(), 0);
     for (const row of rows) expect(await queue().getJob(jobIds.deliver(row.id))).to.equal(undefined);
 
@@ -159,6 +161,7 @@ describe('delivery groups: one job for the first attempts of a storing group\'s 
     const job = await waitForGroupJob(rows[0].job_group);
     // The dead run had recorded the first member's (failed) attempt and queued its retry for later.
     await em().execute(`update webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '1 hour' where id = ?`, [rows[0].id]);
+    await keepSideRows((sql, params) => em().execute(sql, params), 'id = ?', [rows[0].id]);
 
     expect(await deliverGroup(app(), job)).to.deep.equal({ deliveries: 2, attempted: 1 });
     expect(sentFor(rows[0].id)).to.equal(0);

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { createApiKey, createOrganization } from '../../src/domain/auth/admin';
 import { initOrm, type Orm } from '../../src/db/orm';
 import { deleteQueueKeys } from '../support/databases';
+import { keepSideRows } from '../support/deliveries';
 import { startReceiver, type Delivery, type Receiver } from '../support/fakes/receiver';
 import { call, fieldInput } from '../support/harness';
 import { spawnApi, type ServiceProcess } from '../support/processes';
@@ -325,6 +326,7 @@ describe('durability faults (real processes)', function () {
          values ('dlv_faultRetry', ?, ?, 'evt_faultRetry', 'form.submission.created', '{}', 'failed', 10)`,
         [webhookId, tenant.organizationId],
       );
+      await keepSideRows((sql, params) => orm.em.fork().execute(sql, params), `id = 'dlv_faultRetry'`);
       const retry = await timed('POST', `/v1/webhooks/${webhookId}/deliveries/dlv_faultRetry/retry`);
       expect(retry.status).to.equal(503);
       expect(retry.body.error).to.equal('service_unavailable');

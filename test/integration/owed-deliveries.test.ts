@@ -3,6 +3,7 @@ import { sweepOwed, sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
 import { jobIds } from '../../src/queues/catalogue';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createTenant, type TestTenant } from '../support/harness';
+import { keepSideRows } from '../support/deliveries';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
 /** FAST_RETRIES has three delays: four attempts in all. */
@@ -34,6 +35,7 @@ describe('owed deliveries: the row, not the job, counts the attempts', () => {
        values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt"}', 'pending', ?, now() - ? * interval '1 second')`,
       [id, webhookId, tenant.organizationId, `evt_${id}`, attempts, dueSecondsAgo],
     );
+    await keepSideRows((sql, params) => em().execute(sql, params), 'id = ?', [id]);
   }
   const sentFor = (id: string) => receiver.deliveries.filter((d) => d.headers['x-service-delivery'] === id).length;
   const rowOf = async (id: string) => (await em().execute('select status, attempts, next_attempt_at from webhook_deliveries where id = ?', [id]))[0];

@@ -3,6 +3,7 @@ import { sweepUnqueued } from '../../src/domain/outbox/sweep-owed';
 import { jobIds } from '../../src/queues/catalogue';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createTenant, type TestTenant } from '../support/harness';
+import { keepSideRows } from '../support/deliveries';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
 /** More held deliveries than one page of the sweep (OWED_BATCH, 500) holds. */
@@ -50,7 +51,7 @@ describe('sweeps: one organization\'s held backlog never delays another\'s recov
             now() - ? * interval '1 second'
        from unnest(?::text[]) as d`,
     [webhookId, tenant.organizationId, dueSecondsAgo, `{${ids.join(',')}}`],
-  );
+  ).then(() => keepSideRows(stack.api.query, 'id = any(?::text[])', [`{${ids.join(',')}}`]));
 
   it('a lost enqueue of another organization is re-queued and arrives within 30 s behind 700 held deliveries', async () => {
     // A receiver's 429 paused the webhook for a day; its 700 deliveries are older than the bystander's.

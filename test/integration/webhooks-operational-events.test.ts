@@ -5,6 +5,7 @@ import { attemptDelivery } from '../../src/domain/webhooks/deliver';
 import { startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { deleteQueueKeys } from '../support/databases';
+import { keepSideRows } from '../support/deliveries';
 import { deliveryProblems } from '../support/openapi-webhooks';
 import { freshQueuePrefix, spawnWorker, waitUntil, type WorkerChild } from '../support/worker-stack';
 
@@ -173,11 +174,14 @@ describe('operational events with two worker processes', function () {
   it('raises each event once when two runs attempt the same delivery at the same moment', async () => {
     const twice = await hook(['submission.created'], () => ({ status: 500 }));
     // A delivery three attempts in (and due in an hour, so no worker takes it), then its 4th attempt twice at once.
-    const make = async (id: string, attempts: number) => t.query(
-      `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
-       values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt_x","type":"form.submission.created"}', 'pending', ?, 'Unexpected status 500', now() + interval '1 hour')`,
-      [id, twice.id, tenant.organizationId, `evt_${id.slice(4)}`, attempts],
-    );
+    const make = async (id: string, attempts: number) => {
+      await t.query(
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, attempts, last_error, next_attempt_at)
+         values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt_x","type":"form.submission.created"}', 'pending', ?, 'Unexpected status 500', now() + interval '1 hour')`,
+        [id, twice.id, tenant.organizationId, `evt_${id.slice(4)}`, attempts],
+      );
+      await keepSideRows(t.query, 'id = ?', [id]);
+    };
     await make('dlv_twicefourth00000001', 3);
     await make('dlv_twicelast000000001', 5);
     const runs = await Promise.all([

@@ -10,6 +10,7 @@ import { RECOVERY_BATCH } from '../../src/domain/webhooks/webhook-service';
 import { jobIds } from '../../src/queues/catalogue';
 import { startReceiver, type Delivery, type Receiver, type ReceiverReply } from '../support/fakes/receiver';
 import { call, createKey, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
+import { keepSideRows } from '../support/deliveries';
 import { deliveryProblems, openapiPath } from '../support/openapi-webhooks';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
@@ -240,7 +241,11 @@ describe('webhook operations (workers in process)', () => {
       await h.submit(s);
       const failed = await h.allSettled(s, 3, 'failed');
       const em = stack.api.app.orm.em.fork();
-      const at = (id: string, iso: string) => em.execute('update webhook_deliveries set created_at = ? where id = ?', [iso, id]);
+      // The service never changes a delivery's created_at: moved by hand here, with its failed row's copy (recovery's window).
+      const at = async (id: string, iso: string) => {
+        await em.execute('update webhook_deliveries set created_at = ? where id = ?', [iso, id]);
+        await keepSideRows((sql, params) => em.execute(sql, params), 'id = ?', [id]);
+      };
       const [early, inside, edge] = failed.map((d) => d.id);
       await at(early, '2026-01-01T09:59:59.999Z');
       await at(inside, '2026-01-01T10:00:00.000Z');
@@ -431,6 +436,7 @@ describe('webhook recovery and deletion without workers', () => {
            from generate_series(1, ${RECOVERY_BATCH + 1}) g`,
         [webhookId, tenant.organizationId],
       );
+      await keepSideRows((sql, params) => em.execute(sql, params), 'webhook_id = ?', [webhookId]);
       const recover = () => call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/recover`, { key: tenant.key, body: { since: new Date(Date.now() - 7_200_000).toISOString() } });
       expect((await recover()).body).to.deep.equal({ queued: RECOVERY_BATCH });
       const [last] = await em.execute(`select status from webhook_deliveries where id = 'dlv_bulk' || lpad(?::text, 5, '0')`, [RECOVERY_BATCH + 1]);

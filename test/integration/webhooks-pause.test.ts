@@ -4,6 +4,7 @@ import { holdDelivery } from '../../src/domain/webhooks/store';
 import { RELEASE_BATCH } from '../../src/domain/webhooks/webhook-service';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createTenant, type TestTenant } from '../support/harness';
+import { keepSideRows } from '../support/deliveries';
 import { startStack, type Stack } from '../support/worker-stack';
 
 /**
@@ -41,6 +42,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
        values (?, ?, ?, ?, 'form.submission.created', '{"id":"evt"}', 'pending', 0, now() + interval '1 hour')`,
       [id, webhookId, tenant.organizationId, `evt_${id.slice(4)}`],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: id }, { delay: 3_600_000 });
     const webhook = await read();
     expect(Date.parse(webhook.pausedUntil)).to.be.closeTo(Date.now() + 3_600_000, 60_000);
@@ -79,6 +81,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
        values ('dlv_failedonce0000001', ?, ?, 'evt_failedonce0000001', 'form.submission.created', '{"id":"evt"}', 'failed', 3, null)`,
       [webhookId, tenant.organizationId],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/deliveries/dlv_failedonce0000001/retry`, { key: tenant.key });
     expect(res.status, res.text).to.equal(202);
     await expectReleased(held);
@@ -100,6 +103,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
        values (?, ?, ?, 'evt_ratehold000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 0, now() + interval '10 minutes')`,
       [id, webhookId, tenant.organizationId],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: id }, { delay: 600_000 });
     // A retry waiting its delay (one failed attempt) is not held by the rate: it keeps its delay.
     await stack.api.query(
@@ -107,6 +111,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
        values ('dlv_pausewait00000001', ?, ?, 'evt_pausewait00000001', 'form.submission.created', '{"id":"evt"}', 'pending', 1, 'Unexpected status 500', now() + interval '1 hour')`,
       [webhookId, tenant.organizationId],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { throttleRate: 50 } });
     expect(res.status, res.text).to.equal(200);
     expect(res.body.webhook.throttleRate).to.equal(50);
@@ -129,6 +134,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
          from generate_series(1, ?) g returning id`,
       [id, tenant.organizationId, count],
     ).then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     await stack.api.app.producer.addBulk('webhooks', ids.map((deliveryId) => ({ name: 'deliver' as const, data: { deliveryId }, opts: { delay: 86_400_000 } })));
     const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${id}`, { key: tenant.key, body: { url: 'http://127.0.0.1:9/moved' } });
     expect(res.status, res.text).to.equal(200);
@@ -149,6 +155,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
               ('dlv_failedtwice000001', ?, ?, 'evt_failedtwice000001', 'form.submission.created', '{"id":"evt"}', 'failed', 3, 'Unexpected status 500', null)`,
       [webhookId, tenant.organizationId, webhookId, tenant.organizationId],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     await stack.api.app.producer.add('webhooks', 'deliver', { deliveryId: 'dlv_backoff0000000001' }, { delay: 3_600_000 });
     const res = await call(stack.api.url, 'POST', `/v1/webhooks/${webhookId}/deliveries/dlv_failedtwice000001/retry`, { key: tenant.key });
     expect(res.status, res.text).to.equal(202);
@@ -164,6 +171,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
        values ('dlv_backoff0000000002', ?, ?, 'evt_backoff0000000002', 'form.submission.created', '{"id":"evt"}', 'pending', 2, 'Unexpected status 500', now() + interval '1 hour')`,
       [webhookId, tenant.organizationId],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     const res = await call(stack.api.url, 'PUT', `/v1/webhooks/${webhookId}`, { key: tenant.key, body: { enabled: true } });
     expect(res.status, res.text).to.equal(200);
     const [row] = await stack.api.query(`select next_attempt_at > now() + interval '50 minutes' as waits from webhook_deliveries where id = 'dlv_backoff0000000002'`);
@@ -177,6 +185,7 @@ describe('webhook pauses: shown, and lifted by a new URL, enabling, a retry, a r
        values (?, ?, ?, 'evt_raced00000000001', 'form.submission.created', '{"id":"evt"}', 'pending', 0, now())`,
       [id, webhookId, tenant.organizationId],
     );
+    await keepSideRows(stack.api.query, 'organization_id = ?', [tenant.organizationId]);
     const em = stack.api.app.orm.em.fork();
     // The worker's read said "paused for an hour"; the pause was lifted before it wrote the hold.
     await holdDelivery(em, id, 3_600_000, { paused: true });

@@ -4,6 +4,7 @@ import { startFakeHubspot, type FakeHubspot } from '../support/fakes/hubspot';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { call, createPublishedForm, createTenant, startTestApp, type TestApp } from '../support/harness';
 import { deleteQueueKeys } from '../support/databases';
+import { keepSideRows } from '../support/deliveries';
 import {
   FAST_RETRIES, freshQueuePrefix, spawnWorker, startInProcessWorkers, startStack, waitUntil,
   type InProcessWorkers, type Stack, type WorkerChild,
@@ -135,6 +136,7 @@ describe('worker faults', function () {
       const em = api.app.orm.em.fork();
       await em.execute(`update outbox set processed_at = now() where processed_at is null`);
       await em.execute(`update webhook_deliveries set next_attempt_at = now() + interval '1 day' where status = 'pending' and webhook_id <> ?`, [webhook.id]);
+      await keepSideRows((sql, params) => em.execute(sql, params), `status = 'pending' and webhook_id <> ?`, [webhook.id]);
       const [{ n }] = await em.execute(`select count(*)::int as n from webhook_deliveries where webhook_id = ? and status = 'pending'`, [webhook.id]);
       expect(n).to.equal(5);
       workers = await startInProcessWorkers(['submissions', 'webhooks', 'usage'], { QUEUE_PREFIX: prefix, WEBHOOK_RETRY_DELAYS_MS: FAST_RETRIES });

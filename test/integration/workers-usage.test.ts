@@ -2,11 +2,13 @@ import { expect } from 'chai';
 import { UnrecoverableError, Worker } from 'bullmq';
 import IORedis from 'ioredis';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
+import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
 import { relayOutbox } from '../../src/domain/outbox/relay';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { jobIds } from '../../src/queues/catalogue';
 import { call, createPublishedForm, createTenant, type TestTenant } from '../support/harness';
+import { keepSideRows } from '../support/deliveries';
 import { startStack, waitUntil, type Stack } from '../support/worker-stack';
 
 const FIELDS = [{ id: 'fld_a', type: 'text', label: 'A', required: false, config: {}, validationRules: {}, order: 0 }];
@@ -159,12 +161,15 @@ describe('usage queue jobs', () => {
       webhookId = res.body.webhook.id;
     });
 
-    async function delivery(id: string, status: string, extra: { nextAttemptAt?: string; updatedAt?: string } = {}) {
+    /** A delivery is created no later than it last changed: `createdAt` defaults to `updatedAt`. */
+    async function delivery(id: string, status: string, extra: { nextAttemptAt?: string; updatedAt?: string; createdAt?: string } = {}) {
       await em().execute(
-        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, updated_at)
-         values (?, ?, ?, ?, 'form.submission.created', '{}', ?, ${extra.nextAttemptAt ?? 'null'}, ${extra.updatedAt ?? 'now()'})`,
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, updated_at, created_at)
+         values (?, ?, ?, ?, 'form.submission.created', '{}', ?, ${extra.nextAttemptAt ?? 'null'}, ${extra.updatedAt ?? 'now()'},
+                 ${extra.createdAt ?? extra.updatedAt ?? 'now()'})`,
         [id, webhookId, tenant.organizationId, `evt_${id}`, status],
       );
+      await keepSideRows((sql, params) => em().execute(sql, params), 'id = ?', [id]);
       await em().execute(
         `insert into delivery_attempts (delivery_id, attempt_no, status_code, duration_ms) values (?, 1, 503, 5)`, [id],
       );
@@ -199,6 +204,8 @@ describe('usage queue jobs', () => {
       await delivery('dlv_retOldFailed', 'failed', { updatedAt: `now() - interval '31 days'` });
       await delivery('dlv_retYoung', 'succeeded', { updatedAt: `now() - interval '29 days'` });
       await delivery('dlv_retPending', 'pending', { nextAttemptAt: 'now()', updatedAt: `now() - interval '40 days'` });
+      // Created long ago, recovered and failed again yesterday: it ended a day ago, so it stays.
+      await delivery('dlv_retRecovered', 'failed', { createdAt: `now() - interval '40 days'`, updatedAt: `now() - interval '1 day'` });
       const form = await createPublishedForm(stack.api.url, tenant.key, FIELDS);
       await em().execute(
         `insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, provider, status, updated_at) values
@@ -217,13 +224,30 @@ describe('usage queue jobs', () => {
       const report = await runMaintenance(em(), { retentionDays: 30 });
       expect(report.deliveriesDeleted).to.be.at.least(2);
       const deliveries = await em().execute(`select id from webhook_deliveries where id like 'dlv_ret%' order by id`);
-      expect(deliveries.map((r: any) => r.id)).to.deep.equal(['dlv_retPending', 'dlv_retYoung']);
+      expect(deliveries.map((r: any) => r.id)).to.deep.equal(['dlv_retPending', 'dlv_retRecovered', 'dlv_retYoung']);
       const attempts = await em().execute(`select delivery_id from delivery_attempts where delivery_id like 'dlv_ret%' order by delivery_id`);
-      expect(attempts.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retPending', 'dlv_retYoung']);
+      expect(attempts.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retPending', 'dlv_retRecovered', 'dlv_retYoung']);
+      // The failed row of the failed delivery deleted went with it; the one kept keeps its own.
+      const failedRows = await em().execute(`select delivery_id from webhook_delivery_failed where delivery_id like 'dlv_ret%' order by delivery_id`);
+      expect(failedRows.map((r: any) => r.delivery_id)).to.deep.equal(['dlv_retRecovered']);
       const syncs = await em().execute(`select id from crm_syncs where id like 'crm_ret%' order by id`);
       expect(syncs.map((r: any) => r.id)).to.deep.equal(['crm_retPending', 'crm_retYoung']);
       const outbox = await em().execute('select id from outbox where id in (?, ?)', [oldRow.id, youngRow.id]);
       expect(outbox.map((r: any) => String(r.id))).to.deep.equal([String(youngRow.id)]);
+    });
+
+    it('retention pages past the deliveries it keeps: ended ones created after 2,500 still pending go in the same run', async () => {
+      await em().execute(
+        `insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at, created_at, updated_at)
+         select 'dlv_keptAhead' || g, ?, ?, 'evt_keptAhead' || g, 'form.submission.created', '{}', 'pending', now() + interval '1 day',
+                now() - interval '60 days' + g * interval '1 millisecond', now() - interval '60 days'
+           from generate_series(1, 2500) g`, [webhookId, tenant.organizationId]);
+      await keepSideRows((sql, params) => em().execute(sql, params), `id like 'dlv_keptAhead%'`);
+      for (let i = 0; i < 3; i++) await delivery(`dlv_endedBehind${i}`, 'succeeded', { createdAt: `now() - interval '59 days'`, updatedAt: `now() - interval '50 days'` });
+      expect(await deleteEndedDeliveries(em(), 30)).to.be.at.least(3);
+      const [left] = await em().execute(`select count(*) filter (where id like 'dlv_keptAhead%')::int as kept,
+        count(*) filter (where id like 'dlv_endedBehind%')::int as ended from webhook_deliveries`);
+      expect(left).to.deep.equal({ kept: 2500, ended: 0 });
     });
   });
 });

@@ -1,3 +1,4 @@
+import { Client } from 'pg';
 import { loadConfig } from '../../config';
 import type { Plan } from '../../config/plans';
 import { createAppContext, type AppContext } from '../../src/app';
@@ -39,11 +40,25 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { log
  * timeout: the fixture is not what is under test, and on a slow day 100,000 rows take longer than
  * the few seconds a request's statement is allowed.
  */
+/**
+ * Runs one seeding statement with no time limit, server-side or client-side: on its own connection
+ * (the ORM's pool ends a read after its statement timeout), so a seed of 100,000 rows on a busy
+ * machine is slow, not failed.
+ */
 export async function seed(orm: Orm, sql: string, params: unknown[] = []): Promise<void> {
-  await orm.em.fork().transactional(async (tx) => {
-    await tx.execute('set local statement_timeout = 0');
-    await tx.execute(sql, params);
-  });
+  const client = new Client({ connectionString: orm.config.get('clientUrl') });
+  await client.connect();
+  try {
+    await client.query('set statement_timeout = 0');
+    await client.query(sql.replace(/\?/g, (_, offset: number) => `$${countMarks(sql.slice(0, offset)) + 1}`), params);
+  } finally {
+    await client.end();
+  }
+}
+
+/** How many `?` placeholders precede a point of a seeding statement (they are numbered for node-postgres). */
+function countMarks(text: string): number {
+  return (text.match(/\?/g) ?? []).length;
 }
 
 export interface TestTenant {

@@ -32,10 +32,19 @@ describe('migration rules', () => {
       .to.deep.equal(['concurrently in a transactional migration (override isTransactional() to return false)']);
     expect(auditMigration(wrap('create index concurrently if not exists s_idx on submissions (language);',
       '\n  override isTransactional(): boolean { return false; }'))).to.deep.equal([]);
-    expect(whats(auditMigration(wrap('drop index if exists outbox_pending_idx;')))).to.deep.equal(['drop index outbox_pending_idx without concurrently']);
+    expect(whats(auditMigration(wrap('drop index if exists outbox_pending_idx;'))))
+      .to.deep.equal(['drop index outbox_pending_idx without concurrently', 'drop index outbox_pending_idx']);
     expect(whats(auditMigration(wrap('alter table outbox add constraint o_fk foreign key (organization_id) references organizations(id);'))))
       .to.deep.equal(['add a check or foreign key to existing table outbox without not valid (scans it under lock)']);
     expect(whats(auditMigration(wrap('lock table submissions in exclusive mode;')))).to.deep.equal(['lock table submissions']);
+  });
+
+  it('refuses dropping an index, even concurrently, unless the migration builds it itself (a failed attempt\'s leftover)', () => {
+    const concurrently = '\n  override isTransactional(): boolean { return false; }';
+    expect(auditMigration(wrap('drop index concurrently if exists webhook_deliveries_owed_idx;', concurrently)))
+      .to.deep.equal([{ kind: 'destructive', what: 'drop index webhook_deliveries_owed_idx', object: 'webhook_deliveries_owed_idx' }]);
+    expect(auditMigration(wrap(`drop index concurrently if exists d_created_idx;
+create index concurrently d_created_idx on webhook_deliveries (created_at);`, concurrently))).to.deep.equal([]);
   });
 
   it('lets expand steps through: new tables and their indexes, nullable or defaulted columns, not valid checks, function bodies', () => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { Field, FieldType } from '../../src/domain/forms/types';
-import { submitterErrors } from '../../src/domain/submissions/create-submission';
+import Joi from 'joi';
+import { submitterErrors, submitterValueAccepted } from '../../src/domain/submissions/create-submission';
 import { submitterDetailsToStore } from '../../src/domain/submissions/submitter';
 import { submitterDetails } from '../../src/public/browser/values';
 
@@ -75,5 +76,34 @@ describe('submitterEmail and submitterName checks', () => {
       { field: 'submitterName', message: 'submitterName must be a string' },
     ]);
     expect(submitterErrors('nope', undefined)).to.deep.equal([{ field: 'submitterEmail', message: 'submitterEmail must be a valid email' }]);
+  });
+});
+
+describe('the submitter details check (submitterErrors)', () => {
+  // Joi's own verdict, the reference the quick acceptance (submitterValueAccepted) must agree with.
+  const joiEmail = Joi.string().email({ tlds: false }).max(320).allow(null);
+  const joiName = Joi.string().max(500).allow(null);
+  const emails: unknown[] = [
+    null, '', ' ', 'ada@example.com', 'a@b.c', 'a@b', 'ä@ü.de', 'ada+tag@sub.example.co.uk', ' a@b.com', 'a@b.com ', 'a@-b.com',
+    'user@[127.0.0.1]', '"quoted"@example.com', 'a..b@example.com', '.a@example.com', 'a@example..com', 'a@b_c.com',
+    `${'x'.repeat(64)}@example.com`, `${'x'.repeat(65)}@example.com`, `a@${'b'.repeat(63)}.com`, `a@${'b'.repeat(64)}.com`,
+    `${'x'.repeat(300)}@example.com`, `${'x'.repeat(330)}@a.com`, 'a@b.com\n', 'a@localhost', 'a@1.2.3.4', 'a@b.c-', 'é@é.é',
+    5, true, {}, [], ['a@b.com'],
+  ];
+  const names: unknown[] = [null, '', ' ', 'Ada Lovelace', 'x'.repeat(500), 'x'.repeat(501), '𝒜'.repeat(250), '𝒜'.repeat(251), 3, {}, []];
+
+  it('accepts without joi exactly what joi accepts', () => {
+    for (const value of emails) expect(submitterValueAccepted('submitterEmail', value), JSON.stringify(value)).to.equal(!joiEmail.validate(value).error);
+    for (const value of names) expect(submitterValueAccepted('submitterName', value), JSON.stringify(value)).to.equal(!joiName.validate(value).error);
+  });
+
+  it("still words a refusal as joi does", () => {
+    expect(submitterErrors('', undefined)).to.deep.equal([{ field: 'submitterEmail', message: 'submitterEmail is not allowed to be empty' }]);
+    expect(submitterErrors('a@b', 7)).to.deep.equal([
+      { field: 'submitterEmail', message: 'submitterEmail must be a valid email' },
+      { field: 'submitterName', message: 'submitterName must be a string' },
+    ]);
+    expect(submitterErrors('ada@example.com', 'Ada')).to.deep.equal([]);
+    expect(submitterErrors(undefined, null)).to.deep.equal([]);
   });
 });

@@ -41,6 +41,10 @@ function tablesCreated(sql: string): Set<string> {
   return new Set([...sql.matchAll(new RegExp(`create table (?:if not exists )?${NAME}`, 'g'))].map((m) => m[1]));
 }
 
+function indexesCreated(sql: string): Set<string> {
+  return new Set([...sql.matchAll(new RegExp(`create (?:unique )?index (?:concurrently )?(?:if not exists )?${NAME} on`, 'g'))].map((m) => m[1]));
+}
+
 /**
  * Every statement of a migration that the previous release could not live with (`destructive`) or
  * that holds a lock blocking its traffic for as long as a table is scanned (`blocking`).
@@ -50,6 +54,7 @@ export function auditMigration(source: string, earlierSql = ''): Finding[] {
   const sql = upSql(source);
   const findings: Finding[] = [];
   const created = tablesCreated(sql);
+  const indexes = indexesCreated(sql);
   const existingBig = (table: string) => !created.has(table) && !SMALL_TABLES.has(table);
 
   for (const m of sql.matchAll(new RegExp(`drop (table|view|materialized view|function|procedure|type|trigger|sequence|schema) (?:if exists )?${NAME}`, 'g'))) {
@@ -82,6 +87,10 @@ export function auditMigration(source: string, earlierSql = ''): Finding[] {
   }
   for (const m of sql.matchAll(new RegExp(`drop index (concurrently )?(?:if exists )?${NAME}`, 'g'))) {
     if (!m[1]) findings.push({ kind: 'blocking', what: `drop index ${m[2]} without concurrently`, object: m[2] });
+    // The previous release's statements may be planned on it (a sweep that scans the table without
+    // it): only a contract step drops one, after the release that stopped needing it shipped. An
+    // index the migration builds itself (dropped first, a failed attempt's leftover) is its own.
+    if (!indexes.has(m[2])) findings.push({ kind: 'destructive', what: `drop index ${m[2]}`, object: m[2] });
   }
   for (const m of sql.matchAll(new RegExp(`alter table (?:if exists )?(?:only )?${NAME} ([^;]*)`, 'g'))) {
     const [table, rest] = [m[1], m[2]];

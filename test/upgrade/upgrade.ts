@@ -10,7 +10,7 @@ import { deleteQueueKeys, dropDatabase } from '../support/databases';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
 import { freePort, waitUntil } from '../support/processes';
 import { eventIdForSubmission } from '../../src/domain/webhooks/events';
-import { git, previousRelease, SOURCE_ROOT } from './release';
+import { git, previousRelease, releaseUses, SOURCE_ROOT } from './release';
 
 /**
  * `npm run test:upgrade` (deploy/README.md, "Upgrading" and "Rolling back"): the rolling upgrade an
@@ -22,12 +22,20 @@ import { git, previousRelease, SOURCE_ROOT } from './release';
  *    there), and runs its
  *    migrations on a throwaway database.
  * 2. Runs its API and workers (`src/api.js`, `workers/all.js`) behind a round-robin TCP proxy under
- *    steady traffic: submissions (one webhook, to a receiver here), the change feed read.
+ *    steady traffic: submissions (one webhook, to a receiver here that answers 503 to the first
+ *    attempt of every 5th delivery, so retries are owed across each switch), the change feed read.
+ *    Before migrating, with both releases running and after the rollback, it also writes pending
+ *    deliveries whose enqueue was lost (rows as the previous release writes them: with their owed
+ *    row when its code writes `webhook_delivery_owed`; no job), due a few seconds later: only a
+ *    sweep of owed work can deliver them, whichever release runs it.
  * 3. Applies this release's migrations (`npm run cli -- migrate`) while the traffic flows, starts
  *    this release's API and workers beside the old ones, takes the old ones out of the proxy and stops
  *    them; then rolls back: the old release again on the migrated schema, this one stopped.
  * 4. Checks: no 5xx and no refused connection at any moment; every 201 stored once; every
- *    submission's event delivered with the event id its delivery row holds; the day counts agree
+ *    submission's event (and every lost enqueue's) delivered (answered 2xx) with the event id its
+ *    delivery row holds, and no delivery left pending; where the schema has them, the owed and
+ *    failed rows beside the deliveries agree with them exactly; no month row drifted (`counts check`
+ *    before any repair); the day counts agree
  *    with the rows (`counts check`, when this tree has the command, after `counts repair`); no
  *    request waited on a lock for more than 2 s while migrating.
  * Prints each step, its longest request and longest lock wait, and the commit it upgraded from.
@@ -209,7 +217,19 @@ async function main(): Promise<void> {
     log(`built ${from.slice(0, 10)} in ${old.root}`);
     log(`old release migrates a fresh database: ${cli(old, ['migrate']).trim()}`);
 
-    receiver = await startReceiver({ keep: true });
+    // The first attempt of every 5th delivery fails: its retry is owed by whichever release runs then.
+    const seenDeliveries = new Set<string>();
+    const deliveredIds = new Set<string>();
+    receiver = await startReceiver({
+      keep: true,
+      respond: (_n, req) => {
+        const id = req.headers['x-service-delivery'];
+        const first = !seenDeliveries.has(id);
+        seenDeliveries.add(id);
+        return { status: first && seenDeliveries.size % 5 === 0 ? 503 : 200 };
+      },
+      onDelivery: (req, status) => { if (status < 300) deliveredIds.add(JSON.parse(req.rawBody).id); },
+    });
     await proxy.start();
     const org = JSON.parse(cli(old, ['orgs', 'create', '--name', 'upgrade', '--plan', 'enterprise']));
     const scopes = 'forms:write,forms:read,submissions:write,submissions:read,webhooks:write,webhooks:read';
@@ -276,7 +296,31 @@ async function main(): Promise<void> {
     })();
     const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+    // Pending deliveries whose enqueue was lost: written as the previous release writes them (no
+    // job; an owed row only if its code writes them), due in 8 s; a sweep of owed work must find them.
+    const lost: string[] = [];
+    const previousWritesOwed = releaseUses(from, 'webhook_delivery_owed');
+    const writeLost = async (tag: string) => {
+      const db = new Client({ connectionString: databaseUrl });
+      await db.connect();
+      try {
+        const ids = Array.from({ length: 5 }, (_, k) => `evt_lost${tag}${k}`);
+        await db.query(`with d as (
+            insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
+            select 'dlv_' || substr(e, 5), $1, $2, e, 'form.submission.created', json_build_object('id', e, 'type', 'form.submission.created')::text,
+                   'pending', now() + interval '8 seconds' from unnest($3::text[]) e
+            returning id, organization_id, webhook_id, next_attempt_at)
+          ${previousWritesOwed ? `insert into webhook_delivery_owed (delivery_id, organization_id, webhook_id, next_attempt_at)
+            select id, organization_id, webhook_id, next_attempt_at from d on conflict (delivery_id) do nothing` : 'select 1'}`,
+        [hook.body.webhook.id, org.id, ids]);
+        lost.push(...ids);
+      } finally {
+        await db.end();
+      }
+    };
+
     await pause(STEP_MS);
+    await writeLost('old');
     step = 'migrate';
     log(`applying this tree's migrations under traffic: npm run cli -- migrate`);
     const migrated = JSON.parse(await new Promise<string>((resolve, reject) => {
@@ -296,6 +340,7 @@ async function main(): Promise<void> {
     const newApi = await start(current, 'src/api.js', 'new-api');
     const newWorkers = await start(current, 'workers/all.js', 'new-workers');
     proxy.backends = [oldApi.port, newApi.port];
+    await writeLost('both');
     await pause(STEP_MS);
 
     step = 'new release';
@@ -313,6 +358,7 @@ async function main(): Promise<void> {
     proxy.backends = [oldApi.port];
     await proxy.drained(newApi.port);
     await Promise.all([stop(newApi), stop(newWorkers)]);
+    await writeLost('rollback');
     await pause(STEP_MS);
 
     sending = false;
@@ -328,7 +374,7 @@ async function main(): Promise<void> {
       'select event_id from webhook_deliveries where webhook_id = $1', [hook.body.webhook.id]);
     const eventIds = new Set(deliveries.map((d) => d.event_id));
     const receivedIds = () => receiver!.deliveries.map((d) => JSON.parse(d.rawBody).id as string);
-    await waitUntil(() => new Set(receivedIds()).size >= created.length, 60_000, 250).catch(() => undefined);
+    await waitUntil(() => deliveredIds.size >= created.length + lost.length, 90_000, 250).catch(() => undefined);
 
     // Checks.
     const bad = samples.filter((s) => typeof s.status !== 'number' || s.status >= 500);
@@ -342,8 +388,29 @@ async function main(): Promise<void> {
     const received = new Map<string, number>();
     for (const id of receivedIds()) received.set(id, (received.get(id) ?? 0) + 1);
     // The event id a submission's delivery row holds, and the one the receiver got, are the same.
-    const undelivered = created.filter((id) => !eventIds.has(eventIdForSubmission(id)) || !received.has(eventIdForSubmission(id)));
+    const undelivered = created.filter((id) => !eventIds.has(eventIdForSubmission(id)) || !deliveredIds.has(eventIdForSubmission(id)));
     if (undelivered.length) failures.push(`${undelivered.length} submissions' events not delivered: ${undelivered.slice(0, 5).join(', ')}`);
+    const lostUndelivered = lost.filter((id) => !deliveredIds.has(id));
+    if (lostUndelivered.length) failures.push(`${lostUndelivered.length} of ${lost.length} lost enqueues never delivered: ${lostUndelivered.slice(0, 5).join(', ')}`);
+    // An attempt a stopped worker sent but never recorded is the sweeps' to make again (at least once).
+    const pendingNow = async () => (await db.query<{ pending: number }>(`select count(*)::int as pending from webhook_deliveries where status = 'pending'`)).rows[0].pending;
+    await waitUntil(async () => (await pendingNow()) === 0, 90_000, 500).catch(() => undefined);
+    const pending = await pendingNow();
+    if (pending) failures.push(`${pending} deliveries still pending 90 s after the last was delivered`);
+    // Where the schema keeps owed and failed rows beside the deliveries, they say what the deliveries say.
+    const { rows: [side] } = await db.query(`select to_regclass('webhook_delivery_owed') is not null as present`);
+    let sideRows = 'none in this schema';
+    if (side.present) {
+      const { rows: [gap] } = await db.query<{ owed: number; failed: number }>(`select
+        (select count(*) from ((select delivery_id, next_attempt_at from webhook_delivery_owed
+                                except select id, coalesce(next_attempt_at, created_at) from webhook_deliveries where status = 'pending')
+                               union all (select id, coalesce(next_attempt_at, created_at) from webhook_deliveries where status = 'pending'
+                                except select delivery_id, next_attempt_at from webhook_delivery_owed)) x)::int as owed,
+        (select count(*) from ((select delivery_id from webhook_delivery_failed except select id from webhook_deliveries where status = 'failed')
+                               union all (select id from webhook_deliveries where status = 'failed' except select delivery_id from webhook_delivery_failed)) x)::int as failed`);
+      sideRows = `owed rows off by ${gap.owed}, failed rows off by ${gap.failed}`;
+      if (gap.owed || gap.failed) failures.push(`the rows beside the deliveries disagree with them: ${sideRows}`);
+    }
     const strangers = [...received.keys()].filter((id) => !eventIds.has(id));
     if (strangers.length) failures.push(`${strangers.length} events received that no delivery row names: ${strangers.slice(0, 5).join(', ')}`);
     const twice = [...received.entries()].filter(([, n]) => n > 1);
@@ -351,6 +418,16 @@ async function main(): Promise<void> {
     let counts = 'skipped: this tree has no `counts check` command';
     const cliSource = readFileSync(path.join(SOURCE_ROOT, 'src/cli/index.ts'), 'utf8');
     if (cliSource.includes("'counts check'")) {
+      // Month rows (when this tree has them) are kept through the rollout, by this release and, for
+      // the previous release's writes of slot 0, by the trigger: none may drift before any repair.
+      let before = '';
+      try {
+        before = cli(current, ['counts', 'check']);
+      } catch (err) {
+        before = (err as { stdout?: string }).stdout ?? '';
+      }
+      const months = before.split('\n').filter((line) => line.includes('"month"'));
+      if (months.length) failures.push(`month rows drifted during the rollout: ${months.slice(0, 5).join(' ')}`);
       cli(current, ['counts', 'repair']);
       try {
         counts = `clean: ${cli(current, ['counts', 'check']).trim()}`;
@@ -382,7 +459,8 @@ async function main(): Promise<void> {
     }
     console.log(`migrations applied: ${(migrated.applied ?? []).map((m: { name: string; ms: number; attempts: number }) => `${m.name} ${m.ms} ms/${m.attempts}`).join(', ') || 'none'}`);
     console.log(`submissions: 201s ${created.length}, stored ${stored.n} (distinct ids ${stored.distinct_ids})`);
-    console.log(`deliveries: events received ${received.size} of ${created.length}, undelivered ${undelivered.length}, received twice ${twice.length} (at-least-once: a worker stopped mid-attempt)`);
+    console.log(`deliveries: events received ${received.size} of ${created.length}, undelivered ${undelivered.length}, received twice ${twice.length} (at-least-once: a worker stopped mid-attempt, or a first attempt answered 503)`);
+    console.log(`lost enqueues: ${lost.length - lostUndelivered.length} of ${lost.length} delivered by a sweep; pending at the end: ${pending}; side rows: ${sideRows}`);
     console.log(`counts: ${counts}`);
     console.log(failures.length ? `\nFAILED:\n- ${failures.join('\n- ')}` : '\nPASSED: no 5xx, no refused connection, every 201 stored once and delivered, no lock wait over 2 s');
     if (failures.length) process.exitCode = 1;

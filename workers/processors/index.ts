@@ -3,7 +3,7 @@ import type { AppContext } from '../../src/app';
 import type { JobName, QueueName } from '../../src/queues/catalogue';
 import { sync } from './crm';
 import { fanout, fanoutDeletion } from './submissions';
-import { maintenance, relay, rollup, scheduleUsageJobs, sweep } from './usage';
+import { markDays, maintenance, relay, rollup, scheduleUsageJobs, sweep } from './usage';
 import { deliver, deliverGroup } from './webhooks';
 
 export type Processor = (app: AppContext, job: Job) => Promise<unknown>;
@@ -12,7 +12,7 @@ export const PROCESSORS: { [Q in QueueName]: Record<JobName<Q>, Processor> } = {
   submissions: { fanout, 'fanout-deletion': fanoutDeletion },
   webhooks: { deliver, 'deliver-group': deliverGroup },
   crm: { sync },
-  usage: { 'relay-outbox': relay, 'rollup-usage': rollup, 'maintenance': maintenance, 'sweep-owed': sweep },
+  usage: { 'relay-outbox': relay, 'rollup-usage': rollup, 'maintenance': maintenance, 'sweep-owed': sweep, 'mark-days': markDays },
 };
 
 /** Per-queue start-up work (e.g. scheduling repeatable jobs); what it answers stops its timers. */

@@ -1,5 +1,6 @@
 import type { AppContext } from '../../src/app';
 import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
+import { buildDayMarks } from '../../src/domain/submissions/day-marks';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { sweepAbandonedPayments } from '../../src/domain/payments/refunds';
@@ -67,3 +68,4 @@ export const maintenance = async (app: AppContext) => {
   };
 };
 export const sweep = async (app: AppContext) => sweepOwed(app);
+export const markDays = async (app: AppContext) => buildDayMarks(app.orm.em.fork(), app.config.dayMarks);

@@ -1,30 +1,40 @@
 import type { Em } from '../../db/orm';
 import { timeOfId } from '../../lib/ids';
 import {
-  checkFormDays, databaseNow, formDaySpan, listCountedForms, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark, repairFormDays, writeRepairMark,
-  type DayDrift,
+  checkFormDays, checkFormMonths, databaseNow, formDaySpan, listCountedForms, listFormMonths, listOrphanCountedForms, readDaysWrittenBetween, readRepairMark,
+  repairFormDays, repairFormMonths, writeRepairMark,
+  type DayDrift, type MonthDrift,
 } from '../submissions/day-counts';
+import { invalidateDayMarksNotSeeing } from '../submissions/day-marks';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
 
 // The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
 // by form and month by month (the CLI's `counts check` and `counts repair`), and of the days written
-// since the previous run (the hourly maintenance). The statements are in submissions/day-counts.ts.
+// since the previous run (the hourly maintenance); each month's row after its days, against their
+// slot 0. The statements are in submissions/day-counts.ts.
 
 /** A drifted (form, UTC day): `counted` rows, `stored` in the counts (before a repair). */
 export interface FormDayDrift extends DayDrift {
   formId: string;
 }
 
+/** A drifted (form, UTC month): `counted` in its days' slot 0, `stored` in its month row (before a repair). */
+export interface FormMonthDrift extends MonthDrift {
+  formId: string;
+}
+
+export type FormDrift = FormDayDrift | FormMonthDrift;
+
 const FORMS_PAGE = 200;
 
 /**
  * Checks (or repairs, `repair`) every day of every form (or of `formId`) from `since` (YYYY-MM-DD)
- * on, a month of one form per statement, handing each drifted day to `onDrift` as it is found: the
- * memory held is a page of form ids and a month's days, whatever the archive's size. Answers how
- * many forms were gone through and how many days drifted.
+ * on, a month of one form per statement, then that month's row, handing each drifted day and month
+ * to `onDrift` as it is found: the memory held is a page of form ids and a month's days, whatever
+ * the archive's size. Answers how many forms were gone through and how many days and months drifted.
  */
 export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: string; since?: string },
-  onDrift: (drift: FormDayDrift) => void): Promise<{ forms: number; drifted: number }> {
+  onDrift: (drift: FormDrift) => void): Promise<{ forms: number; drifted: number }> {
   let forms = 0;
   let drifted = 0;
   // the forms, then the counts left behind by forms deleted by hand (their rows went with them)
@@ -33,16 +43,22 @@ export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: st
     for (const form of page) {
       forms++;
       const span = await formDaySpan(em, form.id);
-      if (!span) continue;
-      const first = opts.since && opts.since > span.first ? opts.since : span.first;
-      if (first > span.last) continue;
-      for (const days of monthsOfDays(first, span.last)) {
-        const found = opts.repair
+      const walked = new Set<string>();
+      const walk = async (days: string[]) => {
+        const found: Array<DayDrift | MonthDrift> = opts.repair
           ? await repairFormDays(em, form.organizationId, form.id, days)
           : await checkFormDays(em, form.id, days);
+        found.push(...(opts.repair
+          ? await repairFormMonths(em, form.organizationId, form.id, days)
+          : await checkFormMonths(em, form.id, days)));
         for (const d of found) onDrift({ formId: form.id, ...d });
         drifted += found.length;
-      }
+        walked.add(`${days[0].slice(0, 7)}-01`);
+      };
+      const first = span && opts.since && opts.since > span.first ? opts.since : span?.first;
+      if (span && first && first <= span.last) for (const days of monthsOfDays(first, span.last)) await walk(days);
+      // month rows with neither rows nor day counts in their month (their days' counts deleted by hand)
+      for (const month of await listFormMonths(em, form.id, opts.since)) if (!walked.has(month)) await walk([month]);
     }
     if (page.length < FORMS_PAGE) break;
     after = page[page.length - 1].id;
@@ -64,7 +80,7 @@ const STATEMENT_TIMEOUT = '57014';
 
 /** What a run of the maintenance's repair did: the days it repaired, and the forms it passed over (their count of a day's rows ran past the statement timeout). */
 export interface RecentRepair {
-  repaired: FormDayDrift[];
+  repaired: FormDrift[];
   skipped: Array<{ formId: string; days: string[] }>;
 }
 
@@ -89,12 +105,13 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
   const mark = await readRepairMark(em);
   const floor = now.getTime() - LOOKBACK_MAX_MS;
   const readTo = await databaseNow(em);
-  const repaired: FormDayDrift[] = [];
+  const repaired: FormDrift[] = [];
   const skipped: RecentRepair['skipped'] = [];
   for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
+    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xids: string[] }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
@@ -107,7 +124,13 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       for (const c of written.created) add(c.formId, c.organizationId, c.day);
       for (const d of written.deleted) {
         const idAt = timeOfId(d.submissionId).getTime();
-        if (idAt >= TIME_ORDERED_IDS_SINCE && idAt <= now.getTime() + 86_400_000) add(d.formId, d.organizationId, utcDay(new Date(idAt)));
+        if (idAt < TIME_ORDERED_IDS_SINCE || idAt > now.getTime() + 86_400_000) continue;
+        const day = utcDay(new Date(idAt));
+        add(d.formId, d.organizationId, day);
+        const key = `${d.formId}/${day}`;
+        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, xids: [] };
+        seen.xids.push(d.xid);
+        deletedDays.set(key, seen);
       }
       if (lastRead) break;
       at = end;
@@ -116,6 +139,8 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       const days = [...form.days].sort();
       try {
         for (const d of await repairFormDays(em, form.organizationId, formId, days)) repaired.push({ formId, ...d });
+        // and their months' rows: what a write of slot 0 that did not keep them left (a hand fix)
+        for (const m of await repairFormMonths(em, form.organizationId, formId, days)) repaired.push({ formId, ...m });
       } catch (err) {
         const code = (err as { code?: string }).code;
         // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
@@ -128,6 +153,12 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
         }
         throw err;
       }
+    }
+    // A deletion by the previous release (a rolling deploy) left its day's marks in place: those
+    // whose snapshot may not have seen it go, with every mark above them (this release's deletions
+    // deleted them already; the marks built since saw them).
+    for (const d of deletedDays.values()) {
+      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xids));
     }
     await writeRepairMark(em, until ?? readTo);
     if (!until) return { repaired, skipped };

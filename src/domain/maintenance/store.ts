@@ -1,6 +1,6 @@
 import type { Em } from '../../db/orm';
 import { IDEMPOTENCY_TTL_HOURS } from '../submissions/idempotency-records';
-import { endpointDisabledEventsSql, operationalDeliveriesSql } from '../webhooks/store';
+import { endpointDisabledEventsSql, operationalDeliveriesCtes } from '../webhooks/store';
 
 // The statements of the hourly maintenance: expired idempotency records, webhooks failing too long,
 // and the retention of ended outbox rows, deliveries and CRM syncs. (Its other parts have their own
@@ -48,8 +48,7 @@ export async function disableWebhooksFailingSince(em: Em, afterMs: number): Prom
         where enabled and failing_since < now() - (? * interval '1 millisecond')
        returning id, organization_id, url, failing_since, 'failing'::text as reason
      ), e as (${endpointDisabledEventsSql('x')}
-     ), ins as (${operationalDeliveriesSql('e', { notTo: 'x' })}
-     )
+     ), ${operationalDeliveriesCtes('ins', 'e', { notTo: 'x' })}
      select (select count(*) from x)::int as disabled, (select count(*) from ins)::int as events`, [afterMs],
   );
   return row.disabled;
@@ -60,9 +59,56 @@ export async function deleteProcessedOutboxRows(em: Em, retentionDays: number): 
   return deleteInBatches(em, 'outbox', 'id', `processed_at < ${RETENTION_CUTOFF}`, [retentionDays]);
 }
 
-/** Ended deliveries (their attempts go with them) last changed more than `retentionDays` ago; pending ones stay. */
+/** Where retention's walk through deliveries by creation time stopped in this process (the next run goes on from there). */
+let deliveriesCursor: { at: string; id: string } | null = null;
+
+/**
+ * Ended deliveries (their attempts and failed rows go with them) last changed more than
+ * `retentionDays` ago; pending ones stay. Found by `created_at`, which is never updated (an index
+ * on `updated_at` or `status` would keep every attempt's update from being HOT: src/README.md,
+ * "Webhook deliveries and HOT updates"): a delivery is changed after it is created, so every row the
+ * rule deletes was created before the cutoff too, and the rule itself is checked on each row. Not
+ * every row created before the cutoff has ended by it (a recovery or a retry starts a delivery's
+ * attempts again, a throttled backlog waits its turn), so the walk pages by (created_at, id) past
+ * the rows it keeps, RETENTION_MAX_BATCHES pages a run at most, and the next run goes on from where
+ * it stopped (wrapping to the oldest once at the end): rows kept at the front never stand in front
+ * of the rest. Answers how many went.
+ */
 export async function deleteEndedDeliveries(em: Em, retentionDays: number): Promise<number> {
-  return deleteInBatches(em, 'webhook_deliveries', 'id', `status <> 'pending' and updated_at < ${RETENTION_CUTOFF}`, [retentionDays]);
+  let after = deliveriesCursor;
+  let mayWrap = after !== null;
+  let total = 0;
+  for (let i = 0; i < RETENTION_MAX_BATCHES; i++) {
+    const [page] = await em.execute<Array<{ deleted: number; seen: number; at: string | null; id: string | null }>>(
+      `with page as materialized (
+         select id, created_at from webhook_deliveries
+          where created_at < ${RETENTION_CUTOFF}
+            ${after ? 'and (created_at, id) > (?::timestamptz, ?)' : ''}
+          order by created_at, id limit ${RETENTION_BATCH}
+       ), gone as (
+         delete from webhook_deliveries d using page p
+          where d.id = p.id and d.status <> 'pending' and d.updated_at < ${RETENTION_CUTOFF}
+         returning d.id
+       ), unfailed as (
+         delete from webhook_delivery_failed f using gone g where f.delivery_id = g.id
+       ), last as (
+         select created_at::text as at, id from page order by created_at desc, id desc limit 1
+       )
+       select (select count(*) from gone)::int as deleted, (select count(*) from page)::int as seen,
+              (select at from last) as at, (select id from last) as id`,
+      after ? [retentionDays, after.at, after.id, retentionDays] : [retentionDays, retentionDays],
+    );
+    total += page.deleted;
+    if (page.seen === RETENTION_BATCH) {
+      after = { at: page.at!, id: page.id! };
+      continue;
+    }
+    after = null;
+    if (!mayWrap) break;
+    mayWrap = false;
+  }
+  deliveriesCursor = after;
+  return total;
 }
 
 /** Ended CRM syncs last changed more than `retentionDays` ago; pending ones stay. */

@@ -60,24 +60,49 @@ export interface OwedRow {
   job_group: string | null;
   /** next_attempt_at as PostgreSQL's text, exact to the microsecond (a Date would round it to the millisecond). */
   at: string;
+  /**
+   * Whether the row that says the work is owed agrees with the delivery's own (for a delivery: it is
+   * still pending, due at that time); one that does not is repaired, not queued. Syncs: always.
+   */
+  agrees: boolean;
 }
 
 /**
- * Pending deliveries or syncs whose next attempt is overdue by more than `graceMs`, in
- * (next_attempt_at, id) order, at most OWED_BATCH, after `after` when given (keyset paging: a sweep
- * pages past the rows it could not queue, rather than reading the same oldest ones every run); with
- * `neverAttempted`, only those whose first attempt has not been made. A delivery's job_group names
- * the group job that may still hold it.
+ * Pending CRM syncs whose next attempt is overdue by more than `graceMs`, in (next_attempt_at, id)
+ * order, at most OWED_BATCH, after `after` when given (keyset paging: a sweep pages past the rows it
+ * could not queue, rather than reading the same oldest rows every run); with `neverAttempted`, only
+ * those whose first attempt has not been made.
  */
-export async function findOverdue(
-  em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number, neverAttempted = false, after: OwedCursor | null = null,
-): Promise<OwedRow[]> {
+export async function findOverdueSyncs(em: Em, graceMs: number, neverAttempted = false, after: OwedCursor | null = null): Promise<OwedRow[]> {
   return em.execute<OwedRow[]>(
-    `select id, ${table === 'webhook_deliveries' ? 'job_group' : 'null as job_group'}, next_attempt_at::text as at from ${table}
+    `select id, null as job_group, next_attempt_at::text as at, true as agrees from crm_syncs
       where status = 'pending' and next_attempt_at < now() - (? * interval '1 millisecond')
         ${neverAttempted ? 'and attempts = 0' : ''}
         ${after ? 'and (next_attempt_at, id) > (?::timestamptz, ?)' : ''}
       order by next_attempt_at, id limit ${OWED_BATCH}`,
+    after ? [graceMs, after.at, after.id] : [graceMs],
+  );
+}
+
+/**
+ * Deliveries owed and overdue by more than `graceMs`, as findOverdueSyncs pages them, read from their
+ * owed rows (`webhook_delivery_owed`, src/README.md "Webhook deliveries and HOT updates"), each with
+ * its delivery's job_group (the group job that may still hold it). With `neverAttempted`, only those
+ * whose first attempt has not been made, and any whose owed row disagrees with the delivery (for
+ * repairOwed).
+ */
+export async function findOverdueDeliveries(
+  em: Em, graceMs: number, neverAttempted = false, after: OwedCursor | null = null,
+): Promise<OwedRow[]> {
+  return em.execute<OwedRow[]>(
+    `select o.delivery_id as id, d.job_group, o.next_attempt_at::text as at, x.agrees
+       from webhook_delivery_owed o
+       left join webhook_deliveries d on d.id = o.delivery_id
+       cross join lateral (select coalesce(d.status = 'pending' and coalesce(d.next_attempt_at, d.created_at) = o.next_attempt_at, false) as agrees) x
+      where o.next_attempt_at < now() - (? * interval '1 millisecond')
+        ${neverAttempted ? 'and (d.attempts = 0 or not x.agrees)' : ''}
+        ${after ? 'and (o.next_attempt_at, o.delivery_id) > (?::timestamptz, ?)' : ''}
+      order by o.next_attempt_at, o.delivery_id limit ${OWED_BATCH}`,
     after ? [graceMs, after.at, after.id] : [graceMs],
   );
 }

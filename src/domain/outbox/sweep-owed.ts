@@ -1,7 +1,8 @@
 import { requeueDelivery } from '../webhooks/jobs';
+import { repairOwed } from '../webhooks/store';
 import type { OutboxDeps } from './relay';
 import type { Em } from '../../db/orm';
-import { findOverdue, OWED_BATCH, type OwedCursor, type OwedRow } from './store';
+import { findOverdueDeliveries, findOverdueSyncs, OWED_BATCH, type OwedCursor, type OwedRow } from './store';
 
 export interface SweepReport {
   deliveriesQueued: number;
@@ -46,25 +47,30 @@ export const OWED_PAGES_PER_RUN = 20;
  */
 const cursors = new Map<string, OwedCursor | null>();
 
+type FindOverdue = (em: Em, graceMs: number, neverAttempted: boolean, after: OwedCursor | null) => Promise<OwedRow[]>;
+
 /**
- * One table's overdue rows, page after page (keyset: each page starts after the last row of the one
+ * One kind's overdue rows, page after page (keyset: each page starts after the last row of the one
  * before), each queued unless a live job holds it. Rows it could not queue (live or held jobs) are
  * passed by, so another organization's lost enqueue behind thousands of them is still reached in
- * this run. Answers how many were queued.
+ * this run. A row that disagrees with its delivery is repaired instead (`repair`). Answers how
+ * many were queued.
  */
 async function sweepTable(
-  em: Em, table: 'webhook_deliveries' | 'crm_syncs', graceMs: number, neverAttempted: boolean,
-  queue: (row: OwedRow) => Promise<'queued' | 'live'>,
+  em: Em, kind: 'deliveries' | 'syncs', find: FindOverdue, graceMs: number, neverAttempted: boolean,
+  queue: (row: OwedRow) => Promise<'queued' | 'live'>, repair: (ids: string[]) => Promise<void> = async () => undefined,
 ): Promise<number> {
-  const key = `${table}:${neverAttempted ? 'unqueued' : 'owed'}`;
+  const key = `${kind}:${neverAttempted ? 'unqueued' : 'owed'}`;
   let after = cursors.get(key) ?? null;
   // A run that goes on from where the last one stopped wraps to the oldest once, at the end.
   let mayWrap = after !== null;
   let queued = 0;
   for (let page = 0; page < OWED_PAGES_PER_RUN; page++) {
-    const rows = await findOverdue(em, table, graceMs, neverAttempted, after);
+    const rows = await find(em, graceMs, neverAttempted, after);
+    const disagreeing = rows.filter((row) => !row.agrees).map((row) => row.id);
+    if (disagreeing.length) await repair(disagreeing);
     for (const row of rows) {
-      if ((await queue(row)) === 'queued') queued++;
+      if (row.agrees && (await queue(row)) === 'queued') queued++;
     }
     if (rows.length === OWED_BATCH) {
       const last = rows[rows.length - 1];
@@ -81,9 +87,10 @@ async function sweepTable(
 
 async function sweep(deps: OutboxDeps, graceMs: number, neverAttempted: boolean): Promise<SweepReport> {
   const em = deps.orm.em.fork();
-  const deliveriesQueued = await sweepTable(em, 'webhook_deliveries', graceMs, neverAttempted,
-    ({ id, job_group: group }) => requeueDelivery(deps.producer, { id, jobGroup: group }, { promoteDelayed: true }));
-  const syncsQueued = await sweepTable(em, 'crm_syncs', graceMs, neverAttempted,
+  const deliveriesQueued = await sweepTable(em, 'deliveries', findOverdueDeliveries, graceMs, neverAttempted,
+    ({ id, job_group: group }) => requeueDelivery(deps.producer, { id, jobGroup: group }, { promoteDelayed: true }),
+    (ids) => repairOwed(em, ids));
+  const syncsQueued = await sweepTable(em, 'syncs', findOverdueSyncs, graceMs, neverAttempted,
     ({ id }) => deps.producer.requeue('crm', 'sync', { syncId: id }, { promoteDelayed: true }));
   return { deliveriesQueued, syncsQueued };
 }

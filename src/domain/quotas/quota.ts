@@ -2,7 +2,12 @@ import { PLAN_LIMITS, type Plan } from '../../../config/plans';
 
 /** The quota month is the calendar month in UTC. */
 export function quotaMonth(at: Date): string {
-  return at.toISOString().slice(0, 7);
+  return quotaMonthOfIso(at.toISOString());
+}
+
+/** The same from the time's ISO form (`toISOString`), for a caller that has it already: one conversion a submission less. */
+export function quotaMonthOfIso(iso: string): string {
+  return iso.slice(0, 7);
 }
 
 export function effectiveQuota(plan: Plan, override: number | null): number {

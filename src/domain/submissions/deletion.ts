@@ -42,7 +42,7 @@ with gone as (
   returning id, organization_id, form_id, created_at
 ), ${DELETED_CHANGE_SQL}, ${countDaysSql('day_uncounted', 'select g.organization_id, g.form_id, g.created_at, -1 as delta from gone g')
 }, ${FILES_OF_DELETED_SQL}
-select gone.id, gone.form_id, f.title as form_title from gone join forms f on f.id = gone.form_id`;
+select gone.id, gone.form_id, gone.created_at, f.title as form_title from gone join forms f on f.id = gone.form_id`;
 
 /** DELETE_SUBMISSION_IN_WINDOW_SQL over every month (parameters: id, organization). */
 export const DELETE_SUBMISSION_SQL = DELETE_SUBMISSION_IN_WINDOW_SQL
@@ -54,10 +54,10 @@ export const DELETE_SUBMISSION_SQL = DELETE_SUBMISSION_IN_WINDOW_SQL
  * before ids carried their time (findSubmissionRow in read-store.ts does the same).
  */
 export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string)
-  : Promise<{ id: string; form_id: string; form_title: string } | undefined> {
+  : Promise<{ id: string; form_id: string; form_title: string; created_at: Date | string } | undefined> {
   const window = idWindowParams(submissionId);
   const run = async (w: [string, string]) => {
-    const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string }>>(
+    const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string; created_at: Date | string }>>(
       DELETE_SUBMISSION_IN_WINDOW_SQL, [submissionId, organizationId, ...w]);
     return gone;
   };

@@ -1,6 +1,7 @@
 import type { Em } from '../../db/orm';
 import { preparedQuery } from '../../db/prepared';
 import { idWindowParams, isOpenWindow, OPEN_WINDOW } from './partitions';
+import { owedOfNewDeliveriesSql } from '../webhooks/store';
 import {
   FORM_SUBMISSION_CREATED, FORM_SUBMISSION_DELETED, SUBMISSION_CREATED, SUBMISSION_DELETED, webhookListensSql,
 } from '../webhooks/event-types';
@@ -53,13 +54,15 @@ async function findForFanoutIn(tx: Em, submissionId: string, window: [string, st
 
 /**
  * One pending delivery row per webhook of an event (parameters: organization, event id, event type,
- * payload, `[{id, webhookId}]`); the (event, webhook) key makes a re-run insert nothing.
+ * payload, `[{id, webhookId}]`), with its owed row; the (event, webhook) key makes a re-run insert nothing.
  */
 const NEW_DELIVERIES = `new_deliveries as (
   insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
   select x->>'id', x->>'webhookId', ?, ?, ?, ?, 'pending', now() from jsonb_array_elements(?::jsonb) x
   on conflict (event_id, webhook_id) do nothing
-  returning id
+  returning id, organization_id, webhook_id, next_attempt_at
+), new_owed as (
+  ${owedOfNewDeliveriesSql('new_deliveries')}
 )`;
 
 /**

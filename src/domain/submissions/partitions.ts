@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm';
 import { markFilesOfSubmissionsBefore } from '../files/store';
 import { timeWindowOfId } from '../../lib/ids';
 import { deleteDayCountsBefore, lockDayCountRepairs } from './day-counts';
+import { deleteDayMarksBefore } from './day-marks';
 
 /**
  * A submission's `created_at` window from the time inside its id (timeWindowOfId in ids.ts), as the
@@ -45,7 +46,7 @@ export function retentionCutoff(retentionMonths: number, now: Date): Date {
 /**
  * Drops every month of submissions that ended before the retention cutoff, partition by partition;
  * names them. Their files go `deleting` first, in the same transaction, for the sweep to delete,
- * and their days leave the day counts with them, after the DETACH: it waits for every writer still
+ * and their days leave the day counts and the day marks with them, after the DETACH: it waits for every writer still
  * in those months, so their counts are committed (or rolled back) when they are deleted, none is
  * left behind, and no writer waits on a count row this transaction holds while it waits on them.
  * A repair of the counts (repairFormDays) takes turns with it.
@@ -55,7 +56,10 @@ export async function dropExpiredSubmissionPartitions(em: Em, retentionMonths: n
   return dropSubmissionPartitionsBefore(em, cutoff, async (tx) => {
     await lockDayCountRepairs(tx);
     await markFilesOfSubmissionsBefore(tx, cutoff);
-  }, (tx) => deleteDayCountsBefore(tx, cutoff));
+  }, async (tx) => {
+    await deleteDayCountsBefore(tx, cutoff);
+    await deleteDayMarksBefore(tx, cutoff);
+  });
 }
 
 /**

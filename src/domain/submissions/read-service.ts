@@ -1,7 +1,11 @@
 import type { Em } from '../../db/orm';
 import { eventIdForSubmission } from '../webhooks/events';
-import { countFormRowsBetween, readFormDays } from './day-counts';
-import { daySpan, locateOffset, pageLowerBound, pageStart, partialDays, type DayCount, type TimeBounds } from './day-windows';
+import { countFormRowsBetween, readFormDays, readFormSpans } from './day-counts';
+import { findDayMark, invalidateDayMarks } from './day-marks';
+import {
+  DEFAULT_DAY_MARK_RULES, daySpan, locateOffset, markedPageStart, markTarget, pageDays, pageLowerBound, pageStart, partialDays, spanParts, utcDay,
+  type DayMarkRules, type SpanCount, type TimeBounds,
+} from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
 import { deleteSubmissionRow, recordSubmissionDeleted, scrubEndedDeliveries } from './deletion';
 
@@ -34,23 +38,34 @@ function toRecord(row: any): SubmissionRecord {
 
 /**
  * A page of the form's submissions, newest first, and how many the filter holds, read through the
- * day counts: the total sums days (and counts a partial first or last day from its rows), and the
- * page skips whole days before it walks into one, from whichever end is nearer. Both cost the days
- * spanned and the page, not the form's submissions.
+ * month and day counts: the total sums months (and the days of the filter's first and last month,
+ * a partial first or last day counted from its rows), the page skips whole months, reads the days of
+ * the one or two months it lies in (pageDays), skips whole days before it walks into one, from
+ * whichever end is nearer, or from the day's mark nearest below its start (a busy day's middle;
+ * `marks`: which days have them). All of it costs the months spanned, two months' days and the
+ * page, not the form's days, submissions nor a day's.
  */
-export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter)
-  : Promise<{ items: SubmissionRecord[]; total: number }> {
-  const days = await countDays(em, organizationId, formId, filter);
-  const total = totalOf(days);
+export async function listSubmissions(em: Em, organizationId: string, formId: string, filter: ListFilter,
+  marks: DayMarkRules = DEFAULT_DAY_MARK_RULES): Promise<{ items: SubmissionRecord[]; total: number }> {
+  const spans = await countSpans(em, organizationId, formId, filter);
+  const total = totalOf(spans);
+  const days = await pageDays(spans, filter.offset, filter.limit, (months) => readFormDays(em, organizationId, formId, months));
   const located = locateOffset(days, filter.offset);
   if (!located) return { items: [], total };
   const start = pageStart(located, filter);
   // The page's statements name the days it spans (and so their months) by the counts.
   const lower = pageLowerBound(days, filter.offset, filter.limit, filter);
-  let rows = await readSubmissionPage(em, organizationId, formId, { lower, start, limit: filter.limit });
+  const wanted = Math.min(filter.limit, totalOf(days) - filter.offset);
+  let rows: any[] = [];
+  // A busy day's middle: from the nearest mark below the start, when the marks reach it.
+  const target = markTarget(located, filter, marks);
+  const marked = target === null ? null
+    : markedPageStart(located, filter, target, await findDayMark(em, organizationId, formId, located.day.day, target));
+  if (marked) rows = await readSubmissionPage(em, organizationId, formId, { lower, start: marked, limit: filter.limit });
+  if (rows.length < wanted) rows = await readSubmissionPage(em, organizationId, formId, { lower, start, limit: filter.limit });
   // The days lost rows between their counts and these reads (the walk from the oldest found no start,
   // or the days spanned hold too few): walk from the newest, down to the filter's own bound.
-  if (rows.length < Math.min(filter.limit, total - filter.offset)) {
+  if (rows.length < wanted) {
     rows = await readSubmissionPage(em, organizationId, formId, {
       lower: filter.from, start: { ...start, skip: located.skip, fromOldest: false }, limit: filter.limit,
     });
@@ -61,26 +76,31 @@ export async function listSubmissions(em: Em, organizationId: string, formId: st
 /**
  * How many submissions of the form the bounds hold (none: all of them), read as the list reads its
  * `pagination.total`: the one way totals are read, so the list and analytics agree even on a day
- * whose count drifted (a day summing below zero counts as none in both).
+ * whose count drifted (a day summing below zero counts as none in both, and in the usage roll-up:
+ * monthCountsSql in day-counts.ts).
  */
 export async function countSubmissions(em: Em, organizationId: string, formId: string, bounds: TimeBounds = { from: null, until: null })
   : Promise<number> {
-  return totalOf(await countDays(em, organizationId, formId, bounds));
+  return totalOf(await countSpans(em, organizationId, formId, bounds));
 }
 
-function totalOf(days: DayCount[]): number {
-  return days.reduce((sum, d) => sum + d.count, 0);
+function totalOf(spans: Array<{ count: number }>): number {
+  return spans.reduce((sum, d) => sum + d.count, 0);
 }
 
-/** The form's submissions per day within the bounds, newest first; partial days counted from their rows; days at or below zero left out. */
-async function countDays(em: Em, organizationId: string, formId: string, bounds: TimeBounds): Promise<DayCount[]> {
+/**
+ * The form's submissions within the bounds, newest first: a span per month the bounds cover whole
+ * and per day of their first and last month (spanParts); partial days counted from their rows;
+ * spans at or below zero left out.
+ */
+async function countSpans(em: Em, organizationId: string, formId: string, bounds: TimeBounds): Promise<SpanCount[]> {
   if (bounds.from && bounds.until && bounds.from >= bounds.until) return [];
-  const days = await readFormDays(em, organizationId, formId, daySpan(bounds));
+  const spans = await readFormSpans(em, organizationId, formId, spanParts(daySpan(bounds)));
   const partial = new Map(partialDays(bounds).map((p) => [p.day, p]));
-  return (await Promise.all(days.map(async (d) => {
-    const window = partial.get(d.day);
-    return window ? { day: d.day, count: await countFormRowsBetween(em, formId, window.from, window.until) } : d;
-  }))).filter((d) => d.count > 0);
+  return (await Promise.all(spans.map(async (s) => {
+    const window = s.first === s.last ? partial.get(s.first) : undefined;
+    return window ? { ...s, count: await countFormRowsBetween(em, formId, window.from, window.until) } : s;
+  }))).filter((s) => s.count > 0);
 }
 
 export async function findSubmission(em: Em, organizationId: string, submissionId: string)
@@ -101,6 +121,8 @@ export async function deleteSubmission(em: Em, organizationId: string, submissio
   return em.transactional(async (tx) => {
     const gone = await deleteSubmissionRow(tx, organizationId, submissionId);
     if (!gone) return null;
+    // The rows after it in its day moved a rank down: its day's marks go, in this transaction.
+    await invalidateDayMarks(tx, organizationId, gone.form_id, [utcDay(new Date(gone.created_at))]);
 
     // The deletion event, in the same transaction: what it says must be read now, while the form row
     // and the submission's facts are at hand.

@@ -28,21 +28,23 @@ export interface SubmissionReadRow {
  * index-only walk over the window's index entries (without organization_id, which the form's index
  * lacks: the page's own scan filters by it), and the page read from it: the skipped rows cost an
  * index entry each, not a row. Walking from the newest, the walk may go on past the window's oldest
- * row down to `lower` (rows deleted since they were counted); from the oldest it stays in the
- * window, and finds no start then.
+ * row down to `lower` (rows deleted since they were counted); from the oldest (or from a day mark,
+ * `start.after`: the walk begins at the mark's row) it stays in the window, and finds no start then.
  */
 export async function readSubmissionPage(em: Em, organizationId: string, formId: string,
   page: { lower: Date | null; start: PageStart; limit: number }): Promise<SubmissionReadRow[]> {
   const { start } = page;
   const lower = page.lower ? 'and created_at >= ?' : '';
   const lowerParam = page.lower ? [page.lower.toISOString()] : [];
+  const after = start.fromOldest && start.after ? 'and (created_at, id) >= (?::timestamptz, ?)' : '';
+  const afterParams = start.fromOldest && start.after ? [start.after.createdAt, start.after.id] : [];
   const startSql = start.fromOldest
-    ? `select created_at, id from submissions where form_id = ? and created_at >= ? and created_at < ?
+    ? `select created_at, id from submissions where form_id = ? and created_at >= ? and created_at < ? ${after}
         order by created_at, id offset ? limit 1`
     : `select created_at, id from submissions where form_id = ? and created_at < ? ${lower}
         order by created_at desc, id desc offset ? limit 1`;
   const startParams = start.fromOldest
-    ? [formId, start.from.toISOString(), start.until.toISOString(), start.skip]
+    ? [formId, start.from.toISOString(), start.until.toISOString(), ...afterParams, start.skip]
     : [formId, start.until.toISOString(), ...lowerParam, start.skip];
   return em.getConnection().execute<SubmissionReadRow[]>(
     `with start as materialized (${startSql})

@@ -1,4 +1,5 @@
 import { FORM_SUBMISSION_CREATED, SUBMISSION_CREATED, webhookListensSql } from '../webhooks/event-types';
+import { owedOfNewDeliveriesSql } from '../webhooks/store';
 import { recordChangesSql } from './change-records';
 import { countDaysSql } from './day-counts';
 import type { SubmissionSource } from './entities';
@@ -285,7 +286,9 @@ ${claims ? `), taken as (
   select i.dlv_ids[h.n], h.id, i.org, i.event_id, '${FORM_SUBMISSION_CREATED}', i.event, 'pending', now(), i.job_group
     from items i join stored s using (seq), unnest(s.hooks) with ordinality as h(id, n)
    order by i.seq, h.n
-  returning 1
+  returning id, organization_id, webhook_id, next_attempt_at
+), delivery_owed as (
+  ${owedOfNewDeliveriesSql('delivery')}
 ), sync as (
   insert into crm_syncs (id, organization_id, form_id, submission_id, integration_index, integration_id, provider, status, next_attempt_at)
   select c->>'id', i.org, i.form, i.id, (c->>'index')::int, c->>'integrationId', c->>'provider', 'pending', now()
@@ -353,20 +356,36 @@ export function storingStatement(rows: SubmissionRow[], options: StoringOptions 
 }
 
 /**
+ * The ISO form of a form's `updated_at`, converted once per cached form rather than once per item:
+ * every submission to a form carries the same Date (its cached form's), and Date#toISOString is
+ * among the dearer steps of building an item. Such a Date is never changed in place.
+ */
+const formTimeIso = new WeakMap<Date, string>();
+function isoOfFormTime(at: Date): string {
+  let iso = formTimeIso.get(at);
+  if (iso === undefined) formTimeIso.set(at, (iso = at.toISOString()));
+  return iso;
+}
+
+/**
  * A row as an item of the storing statement (jsonb_to_recordset reads the columns it names);
- * `jobGroup`: the job its deliveries share (CreatedFanout.jobGroup).
+ * `jobGroup`: the job its deliveries share (CreatedFanout.jobGroup). A column without a value is
+ * left out (undefined, which JSON.stringify drops) rather than sent as null: jsonb_to_recordset
+ * reads a missing key as null, and half of a plain submission's columns have none, which were half
+ * of the item's text to write and for PostgreSQL to parse.
  */
 export function storingItem(row: SubmissionRow, seq: number, jobGroup: string | null = null) {
   return {
-    seq, org: row.organizationId, form: row.formId, form_updated: row.formUpdatedAt.toISOString(), form_version: row.formVersion ?? null,
+    seq, org: row.organizationId, form: row.formId, form_updated: isoOfFormTime(row.formUpdatedAt), form_version: row.formVersion ?? undefined,
     month: row.month,
-    id: row.id, data: row.data, email: row.submitterEmail, name: row.submitterName, source: row.source, language: row.language ?? null,
+    id: row.id, data: row.data, email: row.submitterEmail ?? undefined, name: row.submitterName ?? undefined, source: row.source,
+    language: row.language ?? undefined,
     created: row.createdAt.toISOString(),
-    idem_key: row.idempotency?.key ?? null, idem_hash: row.idempotency?.requestHash ?? null,
-    idem_body: row.idempotency?.responseBody ?? null, idem_token: row.idempotency?.claimToken ?? null,
-    event_id: row.fanout?.event?.id ?? null, event: row.fanout?.event?.payload ?? null, dlv_ids: row.fanout?.deliveryIds ?? null,
-    syncs: row.fanout?.syncs.length ? row.fanout.syncs : null,
-    job_group: row.fanout?.deliveryIds.length ? jobGroup : null,
+    idem_key: row.idempotency?.key, idem_hash: row.idempotency?.requestHash,
+    idem_body: row.idempotency?.responseBody ?? undefined, idem_token: row.idempotency?.claimToken ?? undefined,
+    event_id: row.fanout?.event?.id, event: row.fanout?.event?.payload, dlv_ids: row.fanout?.deliveryIds,
+    syncs: row.fanout?.syncs.length ? row.fanout.syncs : undefined,
+    job_group: row.fanout?.deliveryIds.length ? jobGroup ?? undefined : undefined,
   };
 }
 

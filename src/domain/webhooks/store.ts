@@ -6,10 +6,38 @@ import {
   ENDPOINT_DISABLED, MESSAGE_ATTEMPT_EXHAUSTED, MESSAGE_ATTEMPT_FAILING, MESSAGE_ATTEMPT_RECOVERED, OPERATIONAL_EVENTS,
 } from './event-types';
 import { AUTO_DISABLE_AFTER_MS, FAILING_AT_ATTEMPT, pauseAfter, STREAK_QUIET_MS, SUCCESS_MARK_MS, type DeliveryDecision } from './policy';
+import type { DeliveryStatus } from './entities';
 import type { SendResult } from './sender';
 
 // The raw statements of webhooks and their deliveries: reading a delivery for its attempt, recording
 // the attempt, counting an organization's webhooks, putting failed deliveries back to pending.
+//
+// A delivery's row is updated in place (HOT) only when the update changes no indexed column, so
+// what the sweeps and recovery look for lives beside it (src/README.md, "Webhook deliveries and HOT
+// updates"): a pending delivery has a row in `webhook_delivery_owed` with the time it is due, a
+// failed one a row in `webhook_delivery_failed`. Every statement here that changes a delivery's
+// status or due time writes them in the same statement, after the delivery's row (its row lock
+// first, so two statements on one delivery never wait on each other crosswise).
+
+/**
+ * The owed rows of deliveries a statement just inserted: `inserted` names a CTE returning (id,
+ * organization_id, webhook_id, next_attempt_at) of the new pending rows (the storing statement,
+ * the fan-out, operational events).
+ */
+export function owedOfNewDeliveriesSql(inserted: string): string {
+  return `insert into webhook_delivery_owed (delivery_id, organization_id, webhook_id, next_attempt_at)
+  select id, organization_id, webhook_id, next_attempt_at from ${inserted}`;
+}
+
+/**
+ * The owed rows of pending deliveries a statement just gave a due time (holds, releases, retries,
+ * recovery): `moved` names a CTE returning (id, organization_id, webhook_id, next_attempt_at).
+ */
+function owedAtSql(moved: string): string {
+  return `insert into webhook_delivery_owed (delivery_id, organization_id, webhook_id, next_attempt_at)
+  select id, organization_id, webhook_id, next_attempt_at from ${moved}
+  on conflict (delivery_id) do update set next_attempt_at = excluded.next_attempt_at`;
+}
 
 export interface DeliveryRow {
   id: string;
@@ -55,7 +83,9 @@ const STREAK_STILL_TOO_LONG_SQL = (w: string) => `(${w}.failing_since < now() - 
 /**
  * A first attempt that succeeded: the delivery's summary, the attempt, and the webhook's success
  * recorded and streak ended when SUCCESS_WRITES_SQL says so. Prepared, as nearly every attempt runs
- * it or its batched form.
+ * it or its batched form. The delivery's failed row goes too: another job of it may have failed it
+ * while this one was sending (its webhook disabled meanwhile: failDelivery), and the row read
+ * before the send cannot say so (one index probe of a table of failed deliveries).
  */
 const RECORD_SUCCEEDED_SQL = `
   with d as (
@@ -65,6 +95,10 @@ const RECORD_SUCCEEDED_SQL = `
   ), a as (
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
+  ), owed as (
+    delete from webhook_delivery_owed o using d where o.delivery_id = d.id
+  ), unfailed as (
+    delete from webhook_delivery_failed f using d where f.delivery_id = d.id
   )
   update webhooks w set failing_since = null, last_success_at = now() where w.id = $10 and ${SUCCESS_WRITES_SQL('w')}`;
 
@@ -76,22 +110,26 @@ const NEW_DELIVERY_ID_SQL = `'dlv_' || substr(replace(gen_random_uuid()::text, '
 
 /**
  * Operational events as pending delivery rows, one per organization-wide webhook of the event's
- * organization that is enabled and subscribes to its type, never the webhook the event is about.
+ * organization that is enabled and subscribes to its type, never the webhook the event is about,
+ * and their owed rows: two CTEs, `name` (returning the new deliveries' `id`) and `name_owed`.
  * `events` names a CTE with columns (event_id, type, organization_id, about, payload); the rows are
  * due now with no job group, so they reach the queue from the worker that wrote them or, if that
  * enqueue is lost, from the sweep of deliveries never queued (sweepUnqueued). The unique
  * (event_id, webhook_id) makes a second write of the same event a no-op. `notTo` names a CTE of
  * webhook ids the same statement disables (its snapshot still shows them enabled).
  */
-export function operationalDeliveriesSql(events: string, { notTo }: { notTo?: string } = {}): string {
-  return `
+export function operationalDeliveriesCtes(name: string, events: string, { notTo }: { notTo?: string } = {}): string {
+  return `${name} as (
   insert into webhook_deliveries (id, webhook_id, organization_id, event_id, event_type, payload, status, next_attempt_at)
   select ${NEW_DELIVERY_ID_SQL}, s.id, e.organization_id, e.event_id, e.type, e.payload, 'pending', now()
     from ${events} e
     join webhooks s on s.organization_id = e.organization_id and s.enabled and s.form_id is null
                    and s.events @> jsonb_build_array(e.type) and s.id <> e.about${notTo ? ` and s.id not in (select id from ${notTo})` : ''}
   on conflict (event_id, webhook_id) do nothing
-  returning id`;
+  returning id, organization_id, webhook_id, next_attempt_at
+), ${name}_owed as (
+  ${owedOfNewDeliveriesSql(name)}
+)`;
 }
 
 /**
@@ -136,10 +174,21 @@ const RECORD_ATTEMPT_SQL = `
     update webhook_deliveries w
        set attempts = w.attempts + 1, status = $1, last_status_code = $2, last_error = $3, next_attempt_at = $4, updated_at = now()
       from o where w.id = o.id
-    returning w.id, w.attempts, w.retry_base, w.organization_id, w.webhook_id, w.event_id, w.event_type, w.last_status_code, o.old_status, o.old_error
+    returning w.id, w.attempts, w.retry_base, w.organization_id, w.webhook_id, w.event_id, w.event_type, w.last_status_code, w.created_at,
+              w.next_attempt_at, o.old_status, o.old_error
   ), a as (
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select id, attempts, $6::int, $7::text, $8::int, $9::text from d
+  ), owed as (
+    ${owedAtSql("(select * from d where $1::text = 'pending') p")}
+  ), unowed as (
+    delete from webhook_delivery_owed o using d where o.delivery_id = d.id and $1::text <> 'pending'
+  ), failed as (
+    insert into webhook_delivery_failed (delivery_id, organization_id, webhook_id, created_at)
+    select id, organization_id, webhook_id, created_at from d where $1::text = 'failed'
+    on conflict (delivery_id) do nothing
+  ), unfailed as (
+    delete from webhook_delivery_failed f using d where f.delivery_id = d.id and $1::text <> 'failed'
   ), wh as (
     update webhooks w
        set failing_since = case when $12::text = 'succeeded' then null
@@ -172,8 +221,8 @@ const RECORD_ATTEMPT_SQL = `
               from d cross join k where d.event_type not in ${OPERATIONAL_TYPES_SQL}) m
     union all
     ${endpointDisabledEventsSql('(select * from wh where disabled)')}
-  )
-  ${operationalDeliveriesSql('e')}`;
+  ), ${operationalDeliveriesCtes('ops', 'e')}
+  select id from ops`;
 
 /** What the webhook row does after one attempt (RECORD_ATTEMPT_SQL's $12). */
 function webhookUpdate(decision: DeliveryDecision): 'succeeded' | 'failed' | 'disable' {
@@ -196,6 +245,10 @@ const RECORD_SUCCEEDED_MANY_SQL = `
   ), a as (
     insert into delivery_attempts (delivery_id, attempt_no, status_code, error, duration_ms, response_excerpt)
     select d.id, d.attempts, i.status_code, i.error, i.duration_ms, i.response_excerpt from d join i on i.id = d.id
+  ), owed as (
+    delete from webhook_delivery_owed o using d where o.delivery_id = d.id
+  ), unfailed as (
+    delete from webhook_delivery_failed f using d where f.delivery_id = d.id
   )
   update webhooks w set failing_since = null, last_success_at = now()
    where w.id in (select x.id from webhooks x where x.id in (select webhook_id from i) and ${SUCCESS_WRITES_SQL('x')} order by x.id for no key update)
@@ -287,10 +340,14 @@ export async function findDeliveryForAttempt(em: Em, deliveryId: string): Promis
 }
 
 const HOLD_DELIVERIES_SQL = `
-  update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
-    from unnest($1::text[], $2::int[], $3::bool[]) as t(id, wait_ms, paused)
-   where w.id = t.id and w.status = 'pending'
-     and (not t.paused or exists (select 1 from webhooks h where h.id = w.webhook_id and h.paused_until > now()))`;
+  with held as (
+    update webhook_deliveries w set next_attempt_at = now() + t.wait_ms * interval '1 millisecond'
+      from unnest($1::text[], $2::int[], $3::bool[]) as t(id, wait_ms, paused)
+     where w.id = t.id and w.status = 'pending'
+       and (not t.paused or exists (select 1 from webhooks h where h.id = w.webhook_id and h.paused_until > now()))
+    returning w.id, w.organization_id, w.webhook_id, w.next_attempt_at
+  )
+  ${owedAtSql('held')}`;
 
 type Hold = { em: Em; id: string; waitMs: number; paused: boolean };
 
@@ -342,15 +399,19 @@ export async function releaseHeld(
   em: Em, organizationId: string, webhookId: string, limit: number, { awaitingFirstAttempt = false } = {},
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
   const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
-    `with released as (
-       update webhook_deliveries w set next_attempt_at = now()
-         from (select id, next_attempt_at as was from webhook_deliveries
-                where webhook_id = ? and organization_id = ? and status = 'pending' and next_attempt_at > now()
-                  ${awaitingFirstAttempt ? 'and attempts = retry_base' : ''}
-                order by next_attempt_at, id limit ${RELEASE_ROWS}
-                for update skip locked) h
+    `with held as (
+       select d.id, o.next_attempt_at as was from webhook_delivery_owed o join webhook_deliveries d on d.id = o.delivery_id
+        where o.webhook_id = ? and o.organization_id = ? and o.next_attempt_at > now() and d.status = 'pending'
+          ${awaitingFirstAttempt ? 'and d.attempts = d.retry_base' : ''}
+        order by o.next_attempt_at, o.delivery_id limit ${RELEASE_ROWS}
+        for no key update of d skip locked
+     ), released as (
+       update webhook_deliveries w set next_attempt_at = now() from held h
         where w.id = h.id and w.status = 'pending'
-        returning w.id, w.job_group, h.was)
+        returning w.id, w.job_group, w.organization_id, w.webhook_id, w.next_attempt_at, h.was
+     ), owed as (
+       ${owedAtSql('released')}
+     )
      select id, job_group from released order by was, id limit ${Number(limit)}`,
     [webhookId, organizationId],
   );
@@ -360,7 +421,15 @@ export async function releaseHeld(
 /** Ends a pending delivery without an attempt. */
 export async function failDelivery(em: Em, deliveryId: string, reason: string): Promise<void> {
   await em.execute(
-    `update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?`,
+    `with d as (
+       update webhook_deliveries set status = 'failed', last_error = ?, next_attempt_at = null, updated_at = now() where id = ?
+       returning id, organization_id, webhook_id, created_at
+     ), owed as (
+       delete from webhook_delivery_owed o using d where o.delivery_id = d.id
+     )
+     insert into webhook_delivery_failed (delivery_id, organization_id, webhook_id, created_at)
+     select id, organization_id, webhook_id, created_at from d
+     on conflict (delivery_id) do nothing`,
     [reason, deliveryId],
   );
 }
@@ -377,21 +446,96 @@ export async function lockOrganizationCountingWebhooks(tx: Em, organizationId: s
 
 /**
  * Failed deliveries of the webhook created in [since, until) back to pending, due now, each with a
- * fresh retry schedule; at most `limit`, oldest first, skipping rows another call holds.
+ * fresh retry schedule; at most `limit`, oldest first, skipping rows another call holds. Found
+ * through their failed rows, whose delivery is checked (and locked) before it is changed.
  */
 export async function resetFailedDeliveries(
   em: Em, organizationId: string, webhookId: string, window: { since: Date; until: Date }, limit: number,
 ): Promise<Array<{ id: string; jobGroup: string | null }>> {
   const rows = await em.execute<Array<{ id: string; job_group: string | null }>>(
-    `update webhook_deliveries set status = 'pending', next_attempt_at = now(), retry_base = attempts, updated_at = now()
-      where id in (
-        select id from webhook_deliveries
-         where webhook_id = ? and organization_id = ? and status = 'failed' and created_at >= ? and created_at < ?
-         order by created_at, id limit ${limit}
-         for update skip locked)
-        and status = 'failed'
-      returning id, job_group`,
+    `with chosen as (
+       select d.id from webhook_delivery_failed f join webhook_deliveries d on d.id = f.delivery_id
+        where f.webhook_id = ? and f.organization_id = ? and f.created_at >= ? and f.created_at < ? and d.status = 'failed'
+        order by f.created_at, f.delivery_id limit ${limit}
+        for no key update of d skip locked
+     ), recovered as (
+       update webhook_deliveries w set status = 'pending', next_attempt_at = now(), retry_base = attempts, updated_at = now()
+         from chosen c where w.id = c.id and w.status = 'failed'
+       returning w.id, w.job_group, w.organization_id, w.webhook_id, w.next_attempt_at, w.created_at
+     ), owed as (
+       ${owedAtSql('recovered')}
+     ), unfailed as (
+       delete from webhook_delivery_failed f using recovered r where f.delivery_id = r.id
+     )
+     select id, job_group from recovered order by created_at, id`,
     [webhookId, organizationId, window.since.toISOString(), window.until.toISOString()],
   );
   return rows.map((row) => ({ id: row.id, jobGroup: row.job_group }));
+}
+
+/** A delivery's row as the delivery log shows it (retryDelivery). */
+export interface DeliveryLogRow {
+  id: string;
+  webhook_id: string;
+  organization_id: string;
+  event_id: string;
+  event_type: string;
+  payload: string;
+  status: DeliveryStatus;
+  attempts: number;
+  retry_base: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  next_attempt_at: Date | null;
+  job_group: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * The delivery back to pending, due now, with a fresh retry schedule (its attempts so far become
+ * the schedule's base), whatever its status; its owed row due now and its failed row gone.
+ */
+export async function retryDelivery(
+  em: Em, organizationId: string, webhookId: string, deliveryId: string,
+): Promise<DeliveryLogRow | undefined> {
+  const [row] = await em.execute<DeliveryLogRow[]>(
+    `with r as (
+       update webhook_deliveries set status = 'pending', next_attempt_at = now(), updated_at = now(), retry_base = attempts
+        where id = ? and webhook_id = ? and organization_id = ?
+       returning *
+     ), owed as (
+       ${owedAtSql('r')}
+     ), unfailed as (
+       delete from webhook_delivery_failed f using r where f.delivery_id = r.id
+     )
+     select * from r`,
+    [deliveryId, webhookId, organizationId],
+  );
+  return row;
+}
+
+/**
+ * Owed rows the sweep found out of step with their delivery (webhook_deliveries is the truth): a
+ * delivery gone or no longer pending loses its owed row, a pending one whose due time differs gets
+ * its time. Only the previous release during a rolling deploy (before the triggers that bridge it
+ * existed, Migration20261128000201_delivery_owed_backfill) or a hand edit leaves such rows. Each
+ * delivery's row is locked and read as it is now (one another statement holds is left for the next
+ * sweep), so a statement that changes it meanwhile is never undone.
+ */
+export async function repairOwed(em: Em, deliveryIds: string[]): Promise<void> {
+  await em.execute(
+    `with l as materialized (
+       select id, status, coalesce(next_attempt_at, created_at) as due from webhook_deliveries
+        where id = any(?::text[]) for no key update skip locked
+     ), gone as (
+       delete from webhook_delivery_owed o
+        where o.delivery_id = any(?::text[]) and not exists (select from webhook_deliveries d where d.id = o.delivery_id)
+     ), ended as (
+       delete from webhook_delivery_owed o using l where o.delivery_id = l.id and l.status <> 'pending'
+     )
+     update webhook_delivery_owed o set next_attempt_at = l.due from l
+      where o.delivery_id = l.id and l.status = 'pending' and o.next_attempt_at is distinct from l.due`,
+    [`{${deliveryIds.join(',')}}`, `{${deliveryIds.join(',')}}`],
+  );
 }

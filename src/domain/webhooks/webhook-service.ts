@@ -10,7 +10,7 @@ import { buildTestEvent, normalizeEvents, WEBHOOK_TEST } from './events';
 import { isSuccess } from '../outbound/attempt';
 import { sendSigned } from './sender';
 import { operationalEventsRefusal } from './policy';
-import { liftWebhookPause, lockOrganizationCountingWebhooks, releaseHeld, resetFailedDeliveries } from './store';
+import { liftWebhookPause, lockOrganizationCountingWebhooks, releaseHeld, resetFailedDeliveries, retryDelivery } from './store';
 
 export const SECRET_PREFIX = 'whsec_';
 /**
@@ -222,12 +222,8 @@ export const RELEASE_BATCH = 1_000;
 export async function resetDeliveryForRetry(
   em: Em, organizationId: string, webhookId: string, deliveryId: string,
 ): Promise<WebhookDelivery | null> {
-  const delivery = await em.findOne(WebhookDelivery, { id: deliveryId, webhookId, organizationId });
-  if (!delivery) return null;
-  const now = new Date();
-  Object.assign(delivery, { status: 'pending', nextAttemptAt: now, updatedAt: now, retryBase: delivery.attempts });
-  await em.flush();
-  return delivery;
+  const row = await retryDelivery(em, organizationId, webhookId, deliveryId);
+  return row ? em.map(WebhookDelivery, row) : null;
 }
 
 /**

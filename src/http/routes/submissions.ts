@@ -126,7 +126,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
     const { items, total } = await listSubmissions(readEm, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
-    });
+    }, app.config.dayMarks);
     return {
       status: 200,
       body: {
