@@ -8,7 +8,7 @@ import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { walkDayCounts, type FormDrift } from '../../src/domain/maintenance/day-count-repair';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { FOLD_DAY_COUNTS_SQL, foldDayCounts, keepMonthCounts } from '../../src/domain/submissions/day-counts';
+import { FOLD_DAY_COUNTS_SQL, foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
 import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
@@ -174,7 +174,6 @@ describe('day counts that heal', function () {
     // an archive of 40,000 folded form-days (written as the fold writes them, keeping the month rows:
     // none, these forms being read by no test), and a few unfolded slots
     await t.app.orm.em.fork().transactional(async (tx) => {
-      await keepMonthCounts(tx);
       await tx.execute(
         `insert into submission_day_counts (organization_id, form_id, day, slot, count)
          select ?, 'form_archive' || (i % 400), current_date - 10 - (i / 400), 0, 3 from generate_series(0, 39999) i`, [tenant.organizationId]);
@@ -198,7 +197,6 @@ describe('day counts that heal', function () {
       expect(n).to.equal(0);
     } finally {
       await t.app.orm.em.fork().transactional(async (tx) => {
-        await keepMonthCounts(tx);
         await tx.execute(`delete from submission_day_counts where form_id like 'form_archive%'`);
         await tx.execute(`delete from submission_month_counts where form_id like 'form_archive%'`);
       });

@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { Migration20261128000401_month_counts_backfill } from '../../src/db/migrations/Migration20261128000401_month_counts_backfill';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { foldDayCounts, formSpansSql, keepMonthCounts } from '../../src/domain/submissions/day-counts';
+import { foldDayCounts, formSpansSql } from '../../src/domain/submissions/day-counts';
 import { spanParts } from '../../src/domain/submissions/day-windows';
 import { createSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
@@ -228,7 +228,6 @@ describe('month counts', function () {
     // 200 forms of 150 folded days each, their month rows, and a few unfolded slots of the first
     const em = t.app.orm.em.fork();
     await em.transactional(async (tx) => {
-      await keepMonthCounts(tx);
       await tx.execute(
         `insert into submission_day_counts (organization_id, form_id, day, slot, count)
          select ?, 'form_plan' || (i % 200), current_date - 3 - (i / 200), 0, 2 from generate_series(0, 29999) i`, [tenant.organizationId]);
@@ -265,7 +264,6 @@ describe('month counts', function () {
       expect(total).to.equal(150 * 2 + 4);
     } finally {
       await em.transactional(async (tx) => {
-        await keepMonthCounts(tx);
         await tx.execute(`delete from submission_day_counts where form_id like 'form_plan%'`);
         await tx.execute(`delete from submission_month_counts where form_id like 'form_plan%'`);
       });
