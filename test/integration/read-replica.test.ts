@@ -226,7 +226,8 @@ describe('with a read replica that is down (nothing listens on its port)', funct
     primary.host = `127.0.0.1:${proxy.port}`;
     const replica = new URL(process.env.DATABASE_URL!);
     replica.host = `127.0.0.1:${await freePort()}`;
-    t = await startTestApp({ DATABASE_URL: primary.toString(), DATABASE_READ_URL: replica.toString() },
+    // Statements may run 10 s: the 5 s of a request that tried the replica first must hold all the same.
+    t = await startTestApp({ DATABASE_URL: primary.toString(), DATABASE_READ_URL: replica.toString(), DB_STATEMENT_TIMEOUT_MS: '10000' },
       { logger: createLogger('info', { write: (line: string) => { logLines.push(line); } }) });
     tenant = await createTenant(t.app);
     form = await createPublishedForm(t.url, tenant.key, [field('fld_name', 'text', 'Name')]);
@@ -254,6 +255,21 @@ describe('with a read replica that is down (nothing listens on its port)', funct
     expect(warnings, logLines.join('')).to.have.lengthOf(1);
     expect(warnings[0]).to.include({ level: 40, reason: 'unavailable' });
     expect(logLines.join('')).to.not.include(secret);
+  });
+
+  it('answers 503 within 5 s when the primary does not answer either', async () => {
+    const changes = () => call(t.url, 'GET', '/v1/submissions/changes?limit=10', { key: tenant.key });
+    expect((await changes()).status).to.equal(200); // a pooled connection to the primary, which the proxy then holds
+    proxy.hold(true);
+    try {
+      const started = Date.now();
+      const res = await changes();
+      expect(Date.now() - started).to.be.lessThan(5_000);
+      expect(res.status, res.text).to.equal(503);
+      expect(res.body.error).to.equal('service_unavailable');
+    } finally {
+      proxy.hold(false);
+    }
   });
 
   it('answers 503 service_unavailable with Retry-After within 5 s when the primary is down too', async () => {
