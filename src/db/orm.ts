@@ -163,6 +163,11 @@ export interface OrmOptions {
   /** false behind PgBouncer in transaction mode and other poolers without prepared-statement support. */
   preparedStatements?: boolean;
   timeouts?: DbTimeouts;
+  /**
+   * A read replica: nothing is created there, and a replica that is down when the process starts
+   * does not stop it (its reads are answered by the primary meanwhile).
+   */
+  replica?: boolean;
 }
 
 export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOptions = {}): Promise<Orm> {
@@ -183,6 +188,7 @@ export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOption
     allowGlobalContext: false,
     discovery: { warnWhenNoEntities: true },
     forceUtcTimezone: true,
+    ensureDatabase: !opts.replica,
     debug: false,
   });
   allowNamedStatements(orm.em, preparedStatements);
