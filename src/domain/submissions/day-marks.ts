@@ -6,8 +6,10 @@ import { DEFAULT_DAY_MARK_RULES, utcDay, type DayMark, type DayMarkRules } from 
 // busy form's UTC day, ranked from the day's oldest row (the pure rules are in day-windows.ts).
 // Built behind the clock by a small job (buildDayMarks), read by the list (findDayMark), and
 // deleted, in the same transaction, by everything that removes or adds rows at a past position of
-// a day (invalidateDayMarks: a submission's deletion, the counts' repair of a drifted day,
-// partition retention; a form's row takes its marks with it by foreign key).
+// a day: a submission's deletion those at and above its row (invalidateDayMarksFrom: the rows
+// before it keep their ranks), what does not know the rows it changed the whole day's
+// (invalidateDayMarks: the counts' repair of a drifted day; partition retention; a form's row takes
+// its marks with it by foreign key).
 //
 // The builder and the deleters take turns on a (form, day) advisory lock, the builder reading its
 // rows only once it holds it: a builder working from a snapshot taken before a deletion committed
@@ -51,7 +53,8 @@ export async function lockDayMarks(tx: Em, formId: string, days: string[]): Prom
 /**
  * Deletes the marks of the form's `days`, inside the transaction that changed their rows, after
  * taking their locks: a builder that began before sees its marks deleted here, one that waits reads
- * the rows as this transaction leaves them.
+ * the rows as this transaction leaves them. For a change that does not say where in the day its
+ * rows were (the counts' repair of a drifted day).
  */
 export async function invalidateDayMarks(tx: Em, organizationId: string, formId: string, days: string[]): Promise<void> {
   if (!days.length) return;
@@ -62,30 +65,69 @@ export async function invalidateDayMarks(tx: Em, organizationId: string, formId:
   );
 }
 
+/** A row's place in its day's order (created_at, id): its created_at as exact text (exactTimeSql), and its id. */
+export interface DayPosition {
+  createdAt: string;
+  id: string;
+}
+
 /**
- * The marks of the form's `day` ranked from a snapshot that did not see one of the deletions by
- * transactions `xids` (deletions that did not delete them: the previous release's, during a
- * rolling deploy), and every mark above the lowest of them: a mark is ranked from the one below
- * it, so a mark built after the deletion on top of one built before is as wrong. Its build time
- * would not tell: the deletion's change carries its transaction's start, not its commit. Deleted
- * under the lock; answers how many went.
+ * Deletes the marks of a deleted row's day at and above its place, inside the transaction that
+ * deleted it, after taking the day's lock: the rows after it moved a rank down, the rows before it
+ * did not, so the marks below it stay exact. A builder that held the lock first ranked its marks
+ * with the row (its deletion uncommitted) and committed them before this statement began, which
+ * (read committed) sees them and deletes those above the row; one that waits reads the rows without it.
  */
-export async function invalidateDayMarksNotSeeing(tx: Em, organizationId: string, formId: string, day: string, xids: string[])
-  : Promise<number> {
-  if (!xids.length) return 0;
+export async function invalidateDayMarksFrom(tx: Em, organizationId: string, formId: string, row: DayPosition): Promise<void> {
+  const day = row.createdAt.slice(0, 10);
+  await lockDayMarks(tx, formId, [day]);
+  await tx.execute(
+    `delete from submission_day_marks where organization_id = ? and form_id = ? and day = ?::date
+        and (created_at, id) >= (?::timestamptz, ?)`,
+    [organizationId, formId, day, row.createdAt, row.id],
+  );
+}
+
+/** A deletion the change feed recorded: its transaction and the deleted submission's id. */
+export interface RecordedDeletion {
+  xid: string;
+  submissionId: string;
+}
+
+/**
+ * The marks of the form's `day` at or above a row deleted by one of `deletions` and ranked from a
+ * snapshot that did not see that deletion (deletions that did not delete them: the previous
+ * release's, during a rolling deploy), and every mark above the lowest of them: a mark is ranked
+ * from the one below it, so a mark built after the deletion on top of one built before is as wrong.
+ * Its build time would not tell: the deletion's change carries its transaction's start, not its
+ * commit. The change names the row by its id, whose time is the row's created_at to the millisecond
+ * (create-submission.ts mints both from one Date; the id names its day the same way): the marks of
+ * the rows created before that millisecond stay, as the deletion did not move them. This release's
+ * deletions deleted the marks from their row up themselves: they leave none to drop but a mark of
+ * their row's millisecond. Deleted under the lock; answers how many went.
+ */
+export async function invalidateDayMarksNotSeeing(tx: Em, organizationId: string, formId: string, day: string,
+  deletions: RecordedDeletion[]): Promise<number> {
+  if (!deletions.length) return 0;
   await lockDayMarks(tx, formId, [day]);
   const gone = await tx.execute(
     `delete from submission_day_marks where organization_id = ? and form_id = ? and day = ?::date
-       and rank >= (select min(m.rank) from submission_day_marks m, unnest(string_to_array(?, ',')::xid8[]) x
+       and rank >= (select min(m.rank) from submission_day_marks m,
+                      unnest(string_to_array(?, ',')::xid8[], string_to_array(?, ',')::timestamptz[]) as x(xid, created_from)
                      where m.organization_id = ? and m.form_id = ? and m.day = ?::date
-                       and not pg_visible_in_snapshot(x, m.built_snapshot))`,
-    [organizationId, formId, day, [...new Set(xids)].join(','), organizationId, formId, day], 'run',
+                       and m.created_at >= x.created_from and not pg_visible_in_snapshot(x.xid, m.built_snapshot))`,
+    [organizationId, formId, day, deletions.map((d) => d.xid).join(','),
+      deletions.map((d) => timeOfId(d.submissionId).toISOString()).join(','), organizationId, formId, day], 'run',
   );
   return (gone as unknown as { affectedRows: number }).affectedRows;
 }
 
-/** A mark's created_at as the text the statements take it back in, to the microsecond (DayMark). */
-const EXACT_CREATED_AT = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+/** A timestamp column as the text the statements take it back in, to the microsecond (DayMark, DayPosition). */
+export function exactTimeSql(column: string): string {
+  return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+}
+
+const EXACT_CREATED_AT = exactTimeSql('created_at');
 
 /**
  * Partition retention: the marks of the days before `cutoff`, whose rows it has just detached in
@@ -186,8 +228,9 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
             and not pg_visible_in_snapshot(xid, ?::pg_snapshot) and type = 'submission.deleted'`,
         [organizationId, formId, state.checked, state.checked],
       );
-      const xids = deleted.filter((d) => utcDay(timeOfId(d.submission_id)) === day).map((d) => d.xid);
-      dropped += await invalidateDayMarksNotSeeing(tx, organizationId, formId, day, xids);
+      const deletions = deleted.filter((d) => utcDay(timeOfId(d.submission_id)) === day)
+        .map((d) => ({ xid: d.xid, submissionId: d.submission_id }));
+      dropped += await invalidateDayMarksNotSeeing(tx, organizationId, formId, day, deletions);
     }
     const [newest] = await tx.execute<Array<{ rank: string; created_at: string; id: string }>>(
       `select rank, ${EXACT_CREATED_AT} as created_at, id from submission_day_marks
