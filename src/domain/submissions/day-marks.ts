@@ -161,8 +161,9 @@ export interface BusyDay {
 /**
  * The (form, day)s from `since` (YYYY-MM-DD) on whose counts sum to `minRows` or more, the one the
  * builder visited longest ago first (never visited, then by its `checked_snapshot`): a run that stops
- * at its bound goes on, next time, with the days it did not reach. One look through the counts' day
- * index (only `formId`'s days when given).
+ * at its bound goes on, next time, with the days it did not reach. The days whose last build failed
+ * come after all the others (the one that failed longest ago first), so a day that fails run after
+ * run holds back no other. One look through the counts' day index (only `formId`'s days when given).
  */
 export async function listBusyDays(em: Em, since: string, minRows: number, formId?: string): Promise<BusyDay[]> {
   const rows = await em.getConnection().execute<Array<{ organization_id: string; form_id: string; day: string }>>(
@@ -171,7 +172,7 @@ export async function listBusyDays(em: Em, since: string, minRows: number, formI
         where day >= ?::date ${formId ? 'and form_id = ?' : ''}
         group by organization_id, form_id, day having sum(count) >= ?) b
        left join submission_day_mark_checks k on k.form_id = b.form_id and k.day = b.day and k.organization_id = b.organization_id
-      order by pg_snapshot_xmin(k.checked_snapshot) nulls first, b.day, b.form_id`,
+      order by k.failed_at nulls first, pg_snapshot_xmin(k.checked_snapshot) nulls first, b.day, b.form_id`,
     formId ? [since, formId, minRows] : [since, minRows],
   );
   return rows.map((r) => ({ organizationId: r.organization_id, formId: r.form_id, day: r.day }));
@@ -190,7 +191,7 @@ export async function listBusyDays(em: Em, since: string, minRows: number, formI
  *   oldest first), each numbered from the mark's rank, and every `every`-th rank becomes a mark;
  * - `checked_snapshot` becomes this transaction's first snapshot (the whole of it: its xmin alone
  *   is the cluster's, held down by any transaction of any database, and every row committed since
- *   it would look late).
+ *   it would look late), and a failure of an earlier build is forgotten.
  * Answers the entries walked, the marks added and the marks dropped for late rows.
  */
 export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: number; marginMs: number; limit: number })
@@ -259,11 +260,20 @@ export async function extendDayMarks(em: Em, busy: BusyDay, opts: { every: numbe
     );
     await tx.execute(
       `insert into submission_day_mark_checks (organization_id, form_id, day, checked_snapshot) values (?, ?, ?::date, ?::pg_snapshot)
-       on conflict (form_id, day) do update set checked_snapshot = excluded.checked_snapshot`,
+       on conflict (form_id, day) do update set checked_snapshot = excluded.checked_snapshot, failed_at = null`,
       [organizationId, formId, day, state.snapshot],
     );
     return { ...row, dropped };
   });
+}
+
+/** A busy (form, day) whose marks a run could not extend: why, without the rows' data (the builder reads only created_at and id). */
+export interface DayMarksFailure {
+  formId: string;
+  day: string;
+  /** PostgreSQL's SQLSTATE (57014: statement timeout, 55P03: lock timeout), when it gave one. */
+  code?: string;
+  message: string;
 }
 
 /** What a run of the builder did. */
@@ -274,6 +284,8 @@ export interface DayMarksRun {
   added: number;
   /** Marks dropped because a row committed late below them (a storing transaction that outlived the margin). */
   dropped: number;
+  /** The days whose build failed: the run went on with the others; they take their turn after them next run. */
+  failed: DayMarksFailure[];
   /** False when it stopped at its bound with rows left to walk: the next run goes on. */
   caughtUp: boolean;
 }
@@ -281,14 +293,45 @@ export interface DayMarksRun {
 /** PostgreSQL's foreign_key_violation: the form was deleted while its marks were being written. */
 const FOREIGN_KEY_VIOLATION = '23503';
 
+/** PostgreSQL's error code (SQLSTATE), when it is one of its errors. */
+function sqlState(err: unknown): string | undefined {
+  return (err as { code?: string } | null)?.code;
+}
+
+/**
+ * Notes that the build of `busy` failed with `err` (listBusyDays gives the day its turn after the
+ * other days) and answers the failure; null when the form was deleted meanwhile (nothing failed).
+ * Leaves the day's `checked_snapshot` as it was: the next build still looks for the rows committed
+ * late since the last one that succeeded (none when none did: the day has no marks).
+ */
+async function noteDayMarksFailure(em: Em, busy: BusyDay, err: unknown): Promise<DayMarksFailure | null> {
+  if (sqlState(err) === FOREIGN_KEY_VIOLATION) return null;
+  try {
+    await em.getConnection().execute(
+      `insert into submission_day_mark_checks (organization_id, form_id, day, checked_snapshot, failed_at)
+       values (?, ?, ?::date, null, now())
+       on conflict (form_id, day) do update set failed_at = excluded.failed_at`,
+      [busy.organizationId, busy.formId, busy.day],
+    );
+  } catch (noting) {
+    if (sqlState(noting) === FOREIGN_KEY_VIOLATION) return null;
+    throw noting;
+  }
+  const code = sqlState(err);
+  return { formId: busy.formId, day: busy.day, ...(code ? { code } : {}), message: (err as Error).message };
+}
+
 /**
  * Extends the marks of every busy (form, day) from `since` (YYYY-MM-DD; default: yesterday by `now`,
  * the builder's every-30-seconds job) on, a transaction of at most `perTransaction` entries at a
  * time and `perRun` in all. The days take turns, a transaction each (listBusyDays' order, the one
  * visited longest ago first), so one form's backlog of millions neither holds back another's marks
- * nor its look for rows committed late below them. Cheap when nothing is to do: one look at the
- * counts of those days, and for each busy day the newest mark and the rows after it (fewer than
- * `every`, once caught up).
+ * nor its look for rows committed late below them. A day whose transaction fails (a statement or
+ * lock timeout, a row that breaks it) costs that day only: the run goes on with the others and
+ * answers it in `failed`, and it takes its turn after them next run; a failure to note that is the
+ * database's, not the day's, and ends the run. Cheap when nothing is to do: one look at the counts
+ * of those days, and for each busy day the newest mark and the rows after it (fewer than `every`,
+ * once caught up).
  */
 export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { since?: string; formId?: string; now?: Date } = {})
   : Promise<DayMarksRun> {
@@ -298,17 +341,19 @@ export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { sinc
   let walked = 0;
   let added = 0;
   let dropped = 0;
+  const failed: DayMarksFailure[] = [];
   for (let pending = busy; pending.length;) {
     const more: BusyDay[] = [];
     for (const day of pending) {
       const limit = Math.min(o.perTransaction, o.perRun - walked);
-      if (limit <= 0) return { days: busy.length, walked, added, dropped, caughtUp: false };
+      if (limit <= 0) return { days: busy.length, walked, added, dropped, failed, caughtUp: false };
       let step: { walked: number; added: number; dropped: number };
       try {
         step = await extendDayMarks(em, day, { every: o.every, marginMs: o.marginMs, limit });
       } catch (err) {
-        if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) continue;
-        throw err;
+        const failure = await noteDayMarksFailure(em, day, err);
+        if (failure) failed.push(failure);
+        continue;
       }
       walked += step.walked;
       added += step.added;
@@ -317,5 +362,5 @@ export async function buildDayMarks(em: Em, opts: Partial<DayMarkBuild> & { sinc
     }
     pending = more;
   }
-  return { days: busy.length, walked, added, dropped, caughtUp: true };
+  return { days: busy.length, walked, added, dropped, failed, caughtUp: true };
 }
