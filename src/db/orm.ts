@@ -34,6 +34,8 @@ import { Migration20261128000201_delivery_owed_backfill } from './migrations/Mig
 import { Migration20261128000202_deliveries_created_idx } from './migrations/Migration20261128000202_deliveries_created_idx';
 import { Migration20261128000400_submission_month_counts } from './migrations/Migration20261128000400_submission_month_counts';
 import { Migration20261128000401_month_counts_backfill } from './migrations/Migration20261128000401_month_counts_backfill';
+import { Migration20261129000100_delivery_rollout_contract } from './migrations/Migration20261129000100_delivery_rollout_contract';
+import { Migration20261129000200_month_counts_rollout_contract } from './migrations/Migration20261129000200_month_counts_rollout_contract';
 import { Migration20261129001000_day_mark_failures } from './migrations/Migration20261129001000_day_mark_failures';
 
 export type { Em, Orm };
@@ -67,6 +69,8 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261128000202_deliveries_created_idx', class: Migration20261128000202_deliveries_created_idx },
   { name: 'Migration20261128000400_submission_month_counts', class: Migration20261128000400_submission_month_counts },
   { name: 'Migration20261128000401_month_counts_backfill', class: Migration20261128000401_month_counts_backfill },
+  { name: 'Migration20261129000100_delivery_rollout_contract', class: Migration20261129000100_delivery_rollout_contract },
+  { name: 'Migration20261129000200_month_counts_rollout_contract', class: Migration20261129000200_month_counts_rollout_contract },
   { name: 'Migration20261129001000_day_mark_failures', class: Migration20261129001000_day_mark_failures },
 ];
 

@@ -18,7 +18,7 @@ import { freshQueuePrefix } from '../support/worker-stack';
  * The owed and failed rows beside the deliveries (src/README.md, "Webhook deliveries and HOT
  * updates") when statements on the same deliveries run at once (two jobs of one delivery, a retry
  * from the API during an attempt, the sweep's repair, recovery, retention), by the statements alone
- * (the triggers that bridge the previous release disabled, as the next release drops them): a
+ * (no trigger keeps them since Migration20261129000100_delivery_rollout_contract): a
  * pending delivery never lacks its owed row (it would never be swept again), nor has one due later
  * than it is; what a race leaves behind is only ever a row the sweep or recovery passes by.
  */
@@ -45,7 +45,6 @@ describe('owed and failed delivery rows under concurrent statements', function (
       expect(res.status, res.text).to.equal(201);
       webhooks.push(res.body.webhook.id);
     }
-    for (const name of ['insert', 'update', 'delete']) await api.query(`alter table webhook_deliveries disable trigger webhook_deliveries_side_rows_${name}`);
   });
   after(async () => {
     await api?.close();
