@@ -49,7 +49,7 @@ describe('day marks, adversarial', function () {
         select id, ?, ?, '{}'::jsonb, 'api', at from jsonb_to_recordset(?::jsonb) as t(id text, at timestamptz)
         returning organization_id, form_id, created_at)
       insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
-      select organization_id, form_id, (created_at at time zone 'UTC')::date, 0, count(*) from ins group by 1, 2, 3
+      select organization_id, form_id, (created_at at time zone 'UTC')::date, 1, count(*) from ins group by 1, 2, 3
       on conflict (form_id, day, slot) do update set count = c.count + excluded.count`,
     [ORG, form, JSON.stringify(rows)]);
   }
