@@ -14,7 +14,7 @@ import { resolveEncryptionKeys } from '../domain/secrets/keys';
 import { publishInvalidation } from '../lib/cache-invalidation';
 import { isScope } from '../domain/auth/scopes';
 import { walkDayCounts } from '../domain/maintenance/day-count-repair';
-import { buildDayMarks } from '../domain/submissions/day-marks';
+import { buildDayMarks, type DayMarksFailure } from '../domain/submissions/day-marks';
 
 const USAGE = `usage: npm run --silent cli -- <command>
   migrate
@@ -157,13 +157,18 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
     case 'counts marks': {
       // The job keeps today's and yesterday's marks; older busy days (before the job ran, after a
       // restore or a repair) get theirs here. Every busy day from --since on (default: all).
+      // A day whose build failed is named (and the exit code is 1); the others are built.
+      // (The last run, caught up, went through every day.)
       const total = { days: 0, walked: 0, added: 0 };
+      let failed: DayMarksFailure[] = [];
       for (let caughtUp = false; !caughtUp;) {
         const run = await buildDayMarks(em, { ...config.dayMarks, since: day(values.since) ?? '0001-01-01', formId: values.form });
         Object.assign(total, { days: run.days, walked: total.walked + run.walked, added: total.added + run.added });
+        failed = run.failed;
         caughtUp = run.caughtUp;
       }
-      return total;
+      if (failed.length) process.exitCode = 1;
+      return { ...total, failed };
     }
     default:
       throw new UsageError(USAGE);

@@ -36,6 +36,7 @@ import { Migration20261128000400_submission_month_counts } from './migrations/Mi
 import { Migration20261128000401_month_counts_backfill } from './migrations/Migration20261128000401_month_counts_backfill';
 import { Migration20261129000100_delivery_rollout_contract } from './migrations/Migration20261129000100_delivery_rollout_contract';
 import { Migration20261129000200_month_counts_rollout_contract } from './migrations/Migration20261129000200_month_counts_rollout_contract';
+import { Migration20261129001000_day_mark_failures } from './migrations/Migration20261129001000_day_mark_failures';
 
 export type { Em, Orm };
 
@@ -70,6 +71,7 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261128000401_month_counts_backfill', class: Migration20261128000401_month_counts_backfill },
   { name: 'Migration20261129000100_delivery_rollout_contract', class: Migration20261129000100_delivery_rollout_contract },
   { name: 'Migration20261129000200_month_counts_rollout_contract', class: Migration20261129000200_month_counts_rollout_contract },
+  { name: 'Migration20261129001000_day_mark_failures', class: Migration20261129001000_day_mark_failures },
 ];
 
 /**

@@ -88,6 +88,11 @@ export const metrics = {
     labelNames: ['reason'] as const,
     registers: [registry],
   }),
+  dayMarkFailures: new client.Counter({
+    name: 'formservice_day_mark_failures_total',
+    help: 'Busy form-days whose day marks a run of the builder could not extend (the run went on with the other days)',
+    registers: [registry],
+  }),
   submissionGroupSize: new client.Histogram({
     name: 'formservice_submission_store_group_size',
     help: 'Single submissions of concurrent requests stored together in one statement and commit',

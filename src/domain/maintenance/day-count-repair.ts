@@ -5,7 +5,7 @@ import {
   repairFormDays, repairFormMonths, writeRepairMark,
   type DayDrift, type MonthDrift,
 } from '../submissions/day-counts';
-import { invalidateDayMarksNotSeeing } from '../submissions/day-marks';
+import { invalidateDayMarksNotSeeing, type RecordedDeletion } from '../submissions/day-marks';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
 
 // The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
@@ -111,7 +111,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
-    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xids: string[] }>();
+    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; deletions: RecordedDeletion[] }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
@@ -128,8 +128,8 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
         const day = utcDay(new Date(idAt));
         add(d.formId, d.organizationId, day);
         const key = `${d.formId}/${day}`;
-        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, xids: [] };
-        seen.xids.push(d.xid);
+        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, deletions: [] };
+        seen.deletions.push({ xid: d.xid, submissionId: d.submissionId });
         deletedDays.set(key, seen);
       }
       if (lastRead) break;
@@ -155,10 +155,10 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       }
     }
     // A deletion by the previous release (a rolling deploy) left its day's marks in place: those
-    // whose snapshot may not have seen it go, with every mark above them (this release's deletions
-    // deleted them already; the marks built since saw them).
+    // above its row whose snapshot may not have seen it go, with every mark above them (this
+    // release's deletions deleted them already; the marks built since saw them).
     for (const d of deletedDays.values()) {
-      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xids));
+      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.deletions));
     }
     await writeRepairMark(em, until ?? readTo);
     if (!until) return { repaired, skipped };

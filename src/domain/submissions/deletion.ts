@@ -2,6 +2,7 @@ import type { Em } from '../../db/orm';
 import { FILES_OF_DELETED_SQL } from '../files/store';
 import { recordChangesSql } from './change-records';
 import { countDaysSql } from './day-counts';
+import { exactTimeSql } from './day-marks';
 import { SUBMISSION_DELETED_TOPIC } from './fanout-store';
 import { idWindowParams, isOpenWindow, OPEN_WINDOW } from './partitions';
 
@@ -42,23 +43,31 @@ with gone as (
   returning id, organization_id, form_id, created_at
 ), ${DELETED_CHANGE_SQL}, ${countDaysSql('day_uncounted', 'select g.organization_id, g.form_id, g.created_at, -1 as delta from gone g')
 }, ${FILES_OF_DELETED_SQL}
-select gone.id, gone.form_id, gone.created_at, f.title as form_title from gone join forms f on f.id = gone.form_id`;
+select gone.id, gone.form_id, gone.created_at, ${exactTimeSql('gone.created_at')} as exact_created_at, f.title as form_title
+  from gone join forms f on f.id = gone.form_id`;
 
 /** DELETE_SUBMISSION_IN_WINDOW_SQL over every month (parameters: id, organization). */
 export const DELETE_SUBMISSION_SQL = DELETE_SUBMISSION_IN_WINDOW_SQL
   .replace('and created_at >= ?::timestamptz and created_at < ?::timestamptz', '');
+
+/** The row DELETE_SUBMISSION_IN_WINDOW_SQL deleted; `exact_created_at` to the microsecond, its place in its day (DayPosition). */
+export interface DeletedRow {
+  id: string;
+  form_id: string;
+  form_title: string;
+  created_at: Date | string;
+  exact_created_at: string;
+}
 
 /**
  * Deletes the row of DELETE_SUBMISSION_IN_WINDOW_SQL in its id's month; undefined when the
  * organization has no such submission. A miss there looks again over every month, for a row stored
  * before ids carried their time (findSubmissionRow in read-store.ts does the same).
  */
-export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string)
-  : Promise<{ id: string; form_id: string; form_title: string; created_at: Date | string } | undefined> {
+export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string): Promise<DeletedRow | undefined> {
   const window = idWindowParams(submissionId);
   const run = async (w: [string, string]) => {
-    const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string; created_at: Date | string }>>(
-      DELETE_SUBMISSION_IN_WINDOW_SQL, [submissionId, organizationId, ...w]);
+    const [gone] = await tx.execute<DeletedRow[]>(DELETE_SUBMISSION_IN_WINDOW_SQL, [submissionId, organizationId, ...w]);
     return gone;
   };
   return await run(window) ?? (isOpenWindow(window) ? undefined : await run(OPEN_WINDOW));
