@@ -2,15 +2,15 @@ import { expect } from 'chai';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import type { Em } from '../../src/db/orm';
+import { walkDeliverySideRows } from '../../src/domain/maintenance/delivery-side-rows';
 import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
-import type { DeliveryDecision } from '../../src/domain/webhooks/policy';
-import type { SendResult } from '../../src/domain/webhooks/sender';
 import {
   failDelivery, findDeliveryForAttempt, holdDelivery, recordDeliveryAttempt, releaseHeld, resetFailedDeliveries,
 } from '../../src/domain/webhooks/store';
 import { resetDeliveryForRetry } from '../../src/domain/webhooks/webhook-service';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
+import { attemptResult } from '../support/deliveries';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { freshQueuePrefix } from '../support/worker-stack';
 
@@ -51,21 +51,11 @@ describe('owed and failed delivery rows under concurrent statements', function (
     await dropDatabase(databaseUrl);
   });
 
-  function attemptResult(outcome: string): { result: SendResult; decision: DeliveryDecision } {
-    const statusCode = outcome === 'succeeded' ? 200 : 500;
-    const result = {
-      statusCode, retryAfterMs: null, error: statusCode === 200 ? null : `Unexpected status ${statusCode}`, durationMs: 5, responseExcerpt: null,
-    } as SendResult;
-    const decision: DeliveryDecision = outcome === 'succeeded' ? { kind: 'succeeded' }
-      : outcome === 'failed' ? { kind: 'failed' } : { kind: 'retry', delayMs: 0, retryAfterMs: null };
-    return { result, decision };
-  }
-
   const random = <T>(list: T[]): T => list[Math.floor(Math.random() * list.length)];
 
   async function op(ids: string[]): Promise<void> {
     const id = random(ids);
-    const kind = random(['attempt', 'attempt', 'attempt', 'retry', 'retry', 'fail', 'hold', 'release', 'recover', 'sweep', 'retention']);
+    const kind = random(['attempt', 'attempt', 'attempt', 'retry', 'retry', 'fail', 'hold', 'release', 'recover', 'sweep', 'retention', 'repair']);
     switch (kind) {
       case 'attempt': {
         // As a job does: the row read first, the attempt recorded later, whatever ran meanwhile.
@@ -88,7 +78,9 @@ describe('owed and failed delivery rows under concurrent statements', function (
           { since: new Date(Date.now() - 86_400_000), until: new Date(Date.now() + 1_000) }, 3);
         return;
       case 'sweep': await sweepOwed(api.app, 0); return;
-      case 'retention': await deleteEndedDeliveries(em(), 0);
+      case 'retention': await deleteEndedDeliveries(em(), 0); return;
+      // `deliveries repair` of one webhook, its pages read while the other statements change them
+      case 'repair': await walkDeliverySideRows(em(), { repair: true, webhookId: random(webhooks), pageSize: 3 }, () => {});
     }
   }
 

@@ -16,6 +16,7 @@ import { newId } from '../../src/lib/ids';
 import { jobIds } from '../../src/queues/catalogue';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { expectSideRowsExact } from '../support/deliveries';
 import { freshQueuePrefix } from '../support/worker-stack';
 
 /**
@@ -64,17 +65,7 @@ describe('owed and failed delivery rows stay exact', function () {
 
   /** The side tables against what the deliveries say, in one snapshot. */
   async function expectExact(after: string): Promise<void> {
-    const [{ owed, pending, failed, failedRows }] = await api.query(`select
-      (select coalesce(json_agg(x order by x), '[]') from (select delivery_id || ' ' || organization_id || ' ' || webhook_id || ' ' || next_attempt_at::text as x
-         from webhook_delivery_owed) o) as owed,
-      (select coalesce(json_agg(x order by x), '[]') from (select id || ' ' || organization_id || ' ' || webhook_id || ' ' || coalesce(next_attempt_at, created_at)::text as x
-         from webhook_deliveries where status = 'pending') d) as pending,
-      (select coalesce(json_agg(x order by x), '[]') from (select delivery_id || ' ' || organization_id || ' ' || webhook_id || ' ' || created_at::text as x
-         from webhook_delivery_failed) f) as "failedRows",
-      (select coalesce(json_agg(x order by x), '[]') from (select id || ' ' || organization_id || ' ' || webhook_id || ' ' || created_at::text as x
-         from webhook_deliveries where status = 'failed') d) as failed`);
-    expect(owed, `owed rows after ${after}`).to.deep.equal(pending);
-    expect(failedRows, `failed rows after ${after}`).to.deep.equal(failed);
+    await expectSideRowsExact(api.query, after);
   }
 
   type Op =
