@@ -216,6 +216,50 @@ describe('day marks, adversarial', function () {
     await expectMarksRight(FORM, yesterday);
   });
 
+  it('keeps the marks below a deletion exact through ties, a mark\'s own row, midnight and two deletions at once', async () => {
+    const FORM = 'form_ties_midnight';
+    await addForm(FORM);
+    const today = utcDay(new Date(new Date(`${yesterday}T00:00:00Z`).getTime() + DAY_MS));
+    // yesterday's last 30 seconds, three rows to each created_at (23:59:59.999999 for the last three), then today's first rows
+    await addRows(FORM, yesterday, 90, 86_370, () => 999_999);
+    await addRows(FORM, today, 20, 0);
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    const rows = async () => (await em.getConnection().execute<Array<{ id: string }>>(
+      `select id from submissions where form_id = ? and created_at >= ?::date and created_at < ?::date + 1 order by created_at, id`,
+      [FORM, yesterday, yesterday])).map((r) => r.id);
+    const before = await marksOf(FORM, yesterday);
+    expect(before.map((m) => m.rank)).to.deep.equal([7, 14, 21, 28, 35, 42, 49, 56, 63, 70, 77, 84]);
+    // the row that is the last mark (23:59:58.999999), tied with the two rows after it
+    let day = await rows();
+    expect((await deleteSubmission(em, ORG, day[84]))?.id).to.equal(day[84]);
+    expect(await marksOf(FORM, yesterday)).to.deep.equal(before.filter((m) => m.rank < 84));
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after deleting a mark\'s row at midnight');
+    // the row tied with a mark and below it by its id: that mark moved a rank down
+    day = await rows();
+    await deleteSubmission(em, ORG, day[48]);
+    expect((await marksOf(FORM, yesterday)).map((m) => m.rank)).to.deep.equal([7, 14, 21, 28, 35, 42]);
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after deleting a row tied with a mark');
+    // two deletions at once, with a builder beside them
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    day = await rows();
+    await Promise.all([
+      deleteSubmission(orm.em.fork(), ORG, day[30]),
+      buildDayMarks(orm.em.fork(), { ...BUILD, since: yesterday, formId: FORM }),
+      deleteSubmission(orm.em.fork(), ORG, day[60]),
+    ]);
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after two deletions at once');
+    // a row below the lowest mark: no mark stays
+    day = await rows();
+    await deleteSubmission(em, ORG, day[2]);
+    expect(await marksOf(FORM, yesterday)).to.deep.equal([]);
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'built again');
+  });
+
   it('builds the other days\' marks when one day\'s build fails, logs and counts it, and gives that day its turn after them', async () => {
     const [POISON, OTHER] = ['form_poison', 'form_poison_other'];
     await addForm(POISON);

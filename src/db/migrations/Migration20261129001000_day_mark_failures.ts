@@ -5,7 +5,10 @@ import { Migration } from '@mikro-orm/migrations';
  * says its last build failed (a statement or lock timeout, a row that breaks it), and the builder
  * gives it its turn after every other busy day until a build of it succeeds; a day that failed
  * before any build succeeded has a check row without `checked_snapshot`. Expand only, on a table of
- * a few rows per busy day that the previous release neither reads nor writes.
+ * a row per busy day. The previous release reads and writes it beside this one: it names the
+ * columns it inserts, takes a day without `checked_snapshot` for one never built (it has no marks),
+ * and its successful build leaves `failed_at` as it was (the day keeps its late turn until this
+ * release builds it).
  */
 export class Migration20261129001000_day_mark_failures extends Migration {
   override async up(): Promise<void> {
