@@ -3,7 +3,7 @@ import { Migration } from '@mikro-orm/migrations';
 /**
  * The storing statement's inserts no longer check their organization and form by foreign key
  * (src/README.md, "Submissions without foreign keys"): each check locked the parent row FOR KEY SHARE,
- * a WAL record per organization and form of every statement, a sixth of the statement with 16
+ * a WAL record per organization and form of every statement, up to a sixth of the statement with 16
  * organizations (test/bench/README.md). The service never deletes a form or an organization (a form is
  * marked deleted; the storing statement checks it is published and not deleted); only an operator's
  * SQL does, and for that the cascade stays: a statement-level trigger on the parent deletes, in the
@@ -18,13 +18,13 @@ import { Migration } from '@mikro-orm/migrations';
  *
  * Locks: dropping a foreign key takes ACCESS EXCLUSIVE on the referencing table (each partition
  * too) and on the referenced one, both catalog-only and brief, and a statement takes them child
- * first. The storing and deleting statements lock the parents before `submissions` and
- * `submission_changes` (their reads of forms and organizations come first), so a drop that waited
- * for `submissions` while a storing statement held `forms` and waited behind it would deadlock, and
- * PostgreSQL would cancel the statement that waited first: a client's. Each step therefore locks its
- * parent first, and the two parents go in two transactions (never one held while waiting for the
- * other, which the statements lock in either order): not transactional as a whole, each string is
- * one transaction (create or replace, drop if exists: run again, it changes nothing).
+ * first. The storing statement locks the parents before `submissions` and `submission_changes` (its
+ * reads of forms and organizations come first), so a drop that waited for `submissions` while a
+ * storing statement held `forms` and waited behind it deadlocked, and PostgreSQL cancelled the
+ * statement that waited first: a client's (test/integration/storing-without-fks.test.ts). Each step
+ * therefore locks its parent first, and the two parents go in two transactions, never one held while
+ * waiting for the other (the order a statement locks them in is its plan's): not transactional as a
+ * whole, each string is one transaction (create or replace, drop if exists: run again, it changes nothing).
  */
 export class Migration20261129000300_storing_without_foreign_keys extends Migration {
   override isTransactional(): boolean {
