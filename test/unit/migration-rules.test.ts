@@ -37,6 +37,8 @@ describe('migration rules', () => {
     expect(whats(auditMigration(wrap('alter table outbox add constraint o_fk foreign key (organization_id) references organizations(id);'))))
       .to.deep.equal(['add a check or foreign key to existing table outbox without not valid (scans it under lock)']);
     expect(whats(auditMigration(wrap('lock table submissions in exclusive mode;')))).to.deep.equal(['lock table submissions']);
+    // a configuration table's lock taken first, to order a step's locks as the service's statements do
+    expect(auditMigration(wrap('lock table forms in access exclusive mode; alter table submissions drop constraint if exists s_fkey;'))).to.deep.equal([]);
   });
 
   it('refuses dropping an index, even concurrently, unless the migration builds it itself (a failed attempt\'s leftover)', () => {
