@@ -103,12 +103,21 @@ const MIN_PRIMARY_ATTEMPT_MS = 250;
 /** A failing replica is logged at most this often per process; the metric counts every failure. */
 const REPLICA_WARNING_INTERVAL_MS = 10_000;
 const replicaWarnedAt = new WeakMap<AppContext, number>();
+/**
+ * Reads that may lag running on the primary for the replica at once, per process, counted until
+ * their attempt ends (past its request's 503 too: a statement is not cancelled when the budget runs
+ * out). At most half the primary's pool: while the replica is down or slow every such read falls
+ * back, and the rest of the pool stays for what only the primary serves (submissions, a
+ * submission's read); past it the replica's failure is the answer (503).
+ */
+const primaryFallbacks = new WeakMap<AppContext, number>();
 
 /**
  * Runs a read that may lag (lists, the export, the change feed, analytics) on the read replica and,
  * when the replica fails for a reason of its own rather than the read's (a conflict with recovery,
  * a statement cancelled or timed out, a connection refused, reset or unanswered), once more on the
- * primary with what is left of the budget. The failure is counted by reason and logged without the
+ * primary with what is left of the budget, unless half the primary's pool is taken by such reads
+ * already (`primaryFallbacks`). The failure is counted by reason and logged without the
  * statement or its values. Whatever the primary answers after the budget is handed to `discard`
  * (an export's streams, which hold a connection).
  */
@@ -123,8 +132,16 @@ async function readFromReplica<T>(app: AppContext, read: (orm: Orm) => Promise<T
     metrics.replicaReadFailures.inc({ reason });
     warnReplicaFailed(app, err, reason);
     const left = deadline - Date.now();
-    if (left < MIN_PRIMARY_ATTEMPT_MS) throw unexpectedError(err);
-    return withinMs(read(app.orm), left, () => unexpectedError(err), discard);
+    const running = primaryFallbacks.get(app) ?? 0;
+    if (left < MIN_PRIMARY_ATTEMPT_MS || running >= Math.max(1, Math.floor(app.config.dbPoolMax / 2))) throw unexpectedError(err);
+    primaryFallbacks.set(app, running + 1);
+    const attempt = read(app.orm);
+    attempt.then(fallbackEnded, fallbackEnded);
+    return withinMs(attempt, left, () => unexpectedError(err), discard);
+  }
+
+  function fallbackEnded(): void {
+    primaryFallbacks.set(app, (primaryFallbacks.get(app) ?? 1) - 1);
   }
 }
 
