@@ -80,9 +80,12 @@ export function isDependencyUnavailable(err: unknown): boolean {
   return dependencyFailure(err) !== null;
 }
 
+/** What a client is told when a dependency failed it: 503 with Retry-After. */
+export function dependencyUnavailable(): ApiError {
+  return errors.serviceUnavailable('A backing service is unavailable; retry later');
+}
+
 /** What a client is told about an error that is not an ApiError: 503 for an unavailable dependency, else 500. */
 export function unexpectedError(err: unknown): ApiError {
-  return isDependencyUnavailable(err)
-    ? errors.serviceUnavailable('A backing service is unavailable; retry later')
-    : errors.internal();
+  return isDependencyUnavailable(err) ? dependencyUnavailable() : errors.internal();
 }

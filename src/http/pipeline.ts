@@ -10,7 +10,7 @@ import { PLAN_LIMITS } from '../../config/plans';
 import { jsonBodyProblem } from '../lib/json-guard';
 import { metrics } from '../lib/metrics';
 import { annotate } from '../lib/tracing';
-import { ApiError, dependencyFailure, errors, unexpectedError, type DependencyFailure } from './errors';
+import { ApiError, dependencyFailure, dependencyUnavailable, errors, unexpectedError, type DependencyFailure } from './errors';
 import { requestState } from './request-state';
 
 export interface Reply {
@@ -103,12 +103,36 @@ const MIN_PRIMARY_ATTEMPT_MS = 250;
 /** A failing replica is logged at most this often per process; the metric counts every failure. */
 const REPLICA_WARNING_INTERVAL_MS = 10_000;
 const replicaWarnedAt = new WeakMap<AppContext, number>();
+/**
+ * Reads that may lag running on the primary for the replica at once, per process, counted until
+ * their attempt ends (past its request's 503 too: a statement is not cancelled when the budget runs
+ * out). At most half the primary's pool: while the replica is down or slow every such read falls
+ * back, and the rest of the pool stays for what only the primary serves (submissions, a
+ * submission's read); past it the replica's failure is the answer (503).
+ */
+const primaryFallbacks = new WeakMap<AppContext, number>();
+
+/**
+ * Why the replica failed a read that the primary may well answer: a dependency's failure, or
+ * `behind`, a replica that has not replayed yet the migration that made a table, column or function
+ * the release reads (undefined_table, undefined_column, undefined_function), as one lagging while a
+ * new release starts after its migrations. On the primary that is a fault of the code (500).
+ * The label of `formservice_replica_read_failures_total`.
+ */
+export type ReplicaFailure = DependencyFailure | 'behind';
+const SCHEMA_NOT_REPLAYED_CODES = new Set(['42P01', '42703', '42883']);
+
+export function replicaFailure(err: unknown): ReplicaFailure | null {
+  return dependencyFailure(err) ?? (SCHEMA_NOT_REPLAYED_CODES.has((err as { code?: string } | null)?.code ?? '') ? 'behind' : null);
+}
 
 /**
  * Runs a read that may lag (lists, the export, the change feed, analytics) on the read replica and,
  * when the replica fails for a reason of its own rather than the read's (a conflict with recovery,
- * a statement cancelled or timed out, a connection refused, reset or unanswered), once more on the
- * primary with what is left of the budget. The failure is counted by reason and logged without the
+ * a statement cancelled or timed out, a connection refused, reset or unanswered, a migration not
+ * replayed yet: `replicaFailure`), once more on the
+ * primary with what is left of the budget, unless half the primary's pool is taken by such reads
+ * already (`primaryFallbacks`). The failure is counted by reason and logged without the
  * statement or its values. Whatever the primary answers after the budget is handed to `discard`
  * (an export's streams, which hold a connection).
  */
@@ -118,17 +142,25 @@ async function readFromReplica<T>(app: AppContext, read: (orm: Orm) => Promise<T
   try {
     return await read(app.readOrm);
   } catch (err) {
-    const reason = dependencyFailure(err);
+    const reason = replicaFailure(err);
     if (!reason) throw err;
     metrics.replicaReadFailures.inc({ reason });
     warnReplicaFailed(app, err, reason);
     const left = deadline - Date.now();
-    if (left < MIN_PRIMARY_ATTEMPT_MS) throw unexpectedError(err);
-    return withinMs(read(app.orm), left, () => unexpectedError(err), discard);
+    const running = primaryFallbacks.get(app) ?? 0;
+    if (left < MIN_PRIMARY_ATTEMPT_MS || running >= Math.max(1, Math.floor(app.config.dbPoolMax / 2))) throw dependencyUnavailable();
+    primaryFallbacks.set(app, running + 1);
+    const attempt = read(app.orm);
+    attempt.then(fallbackEnded, fallbackEnded);
+    return withinMs(attempt, left, dependencyUnavailable, discard);
+  }
+
+  function fallbackEnded(): void {
+    primaryFallbacks.set(app, (primaryFallbacks.get(app) ?? 1) - 1);
   }
 }
 
-function warnReplicaFailed(app: AppContext, err: unknown, reason: DependencyFailure): void {
+function warnReplicaFailed(app: AppContext, err: unknown, reason: ReplicaFailure): void {
   const now = Date.now();
   if (now - (replicaWarnedAt.get(app) ?? 0) < REPLICA_WARNING_INTERVAL_MS) return;
   replicaWarnedAt.set(app, now);

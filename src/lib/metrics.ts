@@ -84,7 +84,7 @@ export const metrics = {
   }),
   replicaReadFailures: new client.Counter({
     name: 'formservice_replica_read_failures_total',
-    help: 'Reads that may lag which the read replica failed, each then tried once on the primary, by reason (unavailable, cancelled, conflict)',
+    help: 'Reads that may lag which the read replica failed, each then tried once on the primary, by reason (unavailable, cancelled, conflict, behind)',
     labelNames: ['reason'] as const,
     registers: [registry],
   }),
@@ -111,7 +111,7 @@ function exportZeros(): void {
   for (const reason of ['refused_submission', 'abandoned']) metrics.paymentRefunds.inc({ reason }, 0);
   for (const source of ['api', 'public']) metrics.submissions.inc({ source }, 0);
   for (const scope of ['api', 'public']) metrics.rateLimitRejections.inc({ scope }, 0);
-  for (const reason of ['unavailable', 'cancelled', 'conflict']) metrics.replicaReadFailures.inc({ reason }, 0);
+  for (const reason of ['unavailable', 'cancelled', 'conflict', 'behind']) metrics.replicaReadFailures.inc({ reason }, 0);
 }
 exportZeros();
 

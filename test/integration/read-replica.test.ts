@@ -205,6 +205,29 @@ describe('with a read replica (DATABASE_READ_URL)', function () {
     }
   });
 
+  it('answers from the primary while the replica has not yet replayed a migration (a table the release reads missing there)', async () => {
+    // The replica without submission_month_counts (which the list's total reads), the primary with it:
+    // what a lagging replica is while an expand step's new table reaches it and the new release serves.
+    await queryOnce(pg.primaryUrl, 'alter table submission_month_counts rename to submission_month_counts_away');
+    await queryOnce(pg.primaryUrl, 'select pg_switch_wal()');
+    await pg.caughtUp();
+    await pg.pauseReplay();
+    try {
+      await queryOnce(pg.primaryUrl, 'alter table submission_month_counts_away rename to submission_month_counts');
+      const before = await replicaFailures('behind');
+      for (const path of laggingReads(form.id)) {
+        const res = await call(t.url, 'GET', path, { key: tenant.key });
+        expect(res.status, `${path}: ${res.text}`).to.equal(200);
+      }
+      expect(await replicaFailures('behind')).to.be.greaterThan(before);
+    } finally {
+      await pg.resumeReplay();
+      await queryOnce(pg.primaryUrl, `do $$ begin
+        if to_regclass('submission_month_counts_away') is not null then alter table submission_month_counts_away rename to submission_month_counts; end if;
+        end $$`);
+    }
+  });
+
   /** Waits until the replica lists the submission just created. */
   async function caughtUpWith(created: Awaited<ReturnType<typeof submit>>): Promise<void> {
     expect(created.status).to.equal(201);
@@ -282,5 +305,57 @@ describe('with a read replica that is down (nothing listens on its port)', funct
       expect(res.body.error).to.equal('service_unavailable');
       expect(Number(res.headers.get('retry-after'))).to.be.greaterThan(0);
     }
+  });
+});
+
+describe('with a read replica that is down, while the primary waits on a lock the change feed needs', function () {
+  this.timeout(60_000);
+  let t: TestApp;
+  let tenant: TestTenant;
+  let submissionId: string;
+  let holder: Client | undefined;
+
+  before(async () => {
+    const replica = new URL(process.env.DATABASE_URL!);
+    replica.host = `127.0.0.1:${await freePort()}`;
+    // Statements and lock waits may last 10 s: a fallback given up on at its request's 503 holds its connection on.
+    t = await startTestApp({
+      DATABASE_READ_URL: replica.toString(), DB_POOL_MAX: '4', DB_STATEMENT_TIMEOUT_MS: '10000', DB_LOCK_TIMEOUT_MS: '10000',
+    });
+    tenant = await createTenant(t.app);
+    const form = await createPublishedForm(t.url, tenant.key, [field('fld_name', 'text', 'Name')]);
+    const created = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_name: 'x' } } });
+    expect(created.status).to.equal(201);
+    submissionId = created.body.submission.id;
+  });
+  beforeEach(async () => {
+    holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    await holder.query('begin');
+    await holder.query('lock table submission_changes in access exclusive mode');
+  });
+  afterEach(async () => {
+    await holder?.query('rollback').catch(() => undefined);
+    await holder?.end();
+  });
+  after(async () => {
+    await t?.close().catch(() => undefined);
+  });
+
+  const changes = () => call(t.url, 'GET', '/v1/submissions/changes?limit=10', { key: tenant.key });
+  /** Backends of the test's database waiting for a lock (the feed's statements on the primary). */
+  const waitingOnLock = async () => (await queryOnce(process.env.DATABASE_URL!,
+    `select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).length;
+
+  it("takes at most half the primary's pool for the replica's reads: the primary's own reads still answer", async () => {
+    // Without the bound, the four fallbacks take the whole pool and this read waits 4 s for a connection (503).
+    const feeds = Array.from({ length: 4 }, () => changes());
+    await waitUntil('a fallback waits on the primary', async () => (await waitingOnLock()) > 0);
+    const started = Date.now();
+    const own = await call(t.url, 'GET', `/v1/submissions/${submissionId}`, { key: tenant.key });
+    expect(own.status, own.text).to.equal(200);
+    expect(Date.now() - started).to.be.lessThan(1_000);
+    const statuses = (await Promise.all(feeds)).map((r) => r.status);
+    expect(statuses).to.deep.equal([503, 503, 503, 503]);
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { dependencyFailure, unexpectedError } from '../../src/http/errors';
+import { replicaFailure } from '../../src/http/pipeline';
 
 /** An error as node-postgres raises it (MikroORM's exceptions copy its fields). */
 const pgError = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'ERROR' });
@@ -45,5 +46,19 @@ describe('dependencyFailure', () => {
       [undefined, null],
     ];
     for (const [err, reason] of cases) expect(dependencyFailure(err), String((err as Error | undefined)?.message)).to.equal(reason);
+  });
+});
+
+describe('replicaFailure', () => {
+  it('adds to the dependency failures a replica that has not replayed the schema the release reads (behind); a fault of the code stays null', () => {
+    const cases: Array<[unknown, string | null]> = [
+      [pgError('42P01', 'relation "submission_month_counts" does not exist'), 'behind'],
+      [pgError('42703', 'column "form_version" does not exist'), 'behind'],
+      [pgError('42883', 'function pg_snapshot_xmin(text) does not exist'), 'behind'],
+      [pgError('40001', 'canceling statement due to conflict with recovery'), 'conflict'],
+      [pgError('23505', 'duplicate key value violates unique constraint'), null],
+      [new TypeError('x is undefined'), null],
+    ];
+    for (const [err, reason] of cases) expect(replicaFailure(err), String((err as Error).message)).to.equal(reason);
   });
 });

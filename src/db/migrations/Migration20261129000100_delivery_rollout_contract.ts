@@ -31,13 +31,23 @@ drop function if exists webhook_deliveries_side_rows();`);
     this.addSql('drop index concurrently if exists webhook_deliveries_failed_idx;');
   }
 
-  /** The bridge again, as its expand made it (its statements are idempotent), and the three indexes. */
+  /**
+   * The bridge again, as its expand made it (its statements are idempotent), and the three indexes,
+   * each dropped first: one a lock timeout left invalid in an earlier attempt would otherwise stand,
+   * unused by the planner, in its place.
+   */
   override async down(): Promise<void> {
     const expand = new Migration20261128000200_delivery_owed(this.driver, this.config);
     await expand.up();
     for (const sql of expand.getQueries()) this.addSql(sql);
-    this.addSql("create index concurrently if not exists webhook_deliveries_owed_idx on webhook_deliveries (next_attempt_at) where status = 'pending';");
-    this.addSql("create index concurrently if not exists webhook_deliveries_ended_idx on webhook_deliveries (updated_at) where status <> 'pending';");
-    this.addSql("create index concurrently if not exists webhook_deliveries_failed_idx on webhook_deliveries (webhook_id, created_at) where status = 'failed';");
+    const indexes: Array<[string, string]> = [
+      ['webhook_deliveries_owed_idx', "(next_attempt_at) where status = 'pending'"],
+      ['webhook_deliveries_ended_idx', "(updated_at) where status <> 'pending'"],
+      ['webhook_deliveries_failed_idx', "(webhook_id, created_at) where status = 'failed'"],
+    ];
+    for (const [name, definition] of indexes) {
+      this.addSql(`drop index concurrently if exists ${name};`);
+      this.addSql(`create index concurrently ${name} on webhook_deliveries ${definition};`);
+    }
   }
 }
