@@ -185,6 +185,21 @@ describe('submissions without foreign keys', function () {
     expect(before).to.deep.equal([removed, ['idempotency_keys_organization_id_fkey', ...removed].sort()]);
   });
 
+  it('the storing statement (either variant) stores no item under a form of another organization or a form that does not exist', async () => {
+    const own = await quietTenant(1);
+    const other = await quietTenant(1);
+    const otherForm = (await t.app.formCache.get(other.formIds[0], true))!;
+    for (const idempotent of [false, true]) {
+      const [valid, crossTenant, missing] = await rowsFor(own.tenant, own.formIds, 3, idempotent);
+      // an item of this organization naming the other's form (its current `updatedAt`), and one naming a form that never was
+      const rows = [valid, { ...crossTenant, formId: otherForm.id, formUpdatedAt: otherForm.updatedAt }, { ...missing, formId: 'frm_never_was' }];
+      const answers = (await (await client()).query({ ...storingStatement(rows) })).rows.map((a) => [a.form_ok, a.stored]);
+      expect(answers, `idempotent: ${idempotent}`).to.deep.equal([[1, 1], [0, 0], [0, 0]]);
+      const stored = await t.query('select id from submissions where id in (?, ?, ?) order by id', rows.map((r) => r.id));
+      expect(stored.map((r: { id: string }) => r.id)).to.deep.equal([valid.id]);
+    }
+  });
+
   it('the checks the storing statement still fires: of webhooks, which the API deletes, and of its claims\' and idempotency records\' organization', async () => {
     const { tenant, formIds } = await quietTenant();
     const hook = await call(t.url, 'POST', '/v1/webhooks', {
