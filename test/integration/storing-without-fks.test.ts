@@ -130,6 +130,27 @@ describe('submissions without foreign keys', function () {
     });
   }
 
+  for (const parent of ['forms', 'organizations'] as const) {
+    it(`truncate ${parent} cascade takes with it the rows of every table its foreign keys took`, async () => {
+      await busyTenant();
+      const c = await client();
+      const withKeys = await withForeignKeys(async (k) => {
+        await k.query(`truncate ${parent} cascade`);
+        return tableRows(k);
+      });
+      await c.query('begin');
+      try {
+        await c.query(`truncate ${parent} cascade`);
+        const after = await tableRows(c);
+        expect(after).to.deep.equal(withKeys);
+        expect(after.submissions).to.equal(0);
+        expect(after.submission_changes > 0, 'change records go with their organizations only').to.equal(parent === 'forms');
+      } finally {
+        await c.query('rollback');
+      }
+    });
+  }
+
   /** Items of the forms (round-robin) as the group commit sends them: a published form's cached `updatedAt`. */
   async function rowsFor(tenant: TestTenant, formIds: string[], n: number, idempotent = false): Promise<SubmissionRow[]> {
     const forms = await Promise.all(formIds.map(async (id) => (await t.app.formCache.get(id, true))!));
