@@ -295,6 +295,18 @@ describe('submissions without foreign keys', function () {
     expect(await dayCountOf(formId)).to.equal(0);
   });
 
+  it('the rows of a form deleted through the API (marked deleted, not gone) stay: neither the hourly maintenance nor counts repair deletes them', async () => {
+    const { tenant, formIds: [formId] } = await quietTenant(1);
+    const second = await call(t.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body: { data: { fld_n: 'second' } } });
+    expect(second.status, second.text).to.equal(201);
+    const deleted = await call(t.url, 'DELETE', `/v1/forms/${formId}`, { key: tenant.key });
+    expect(deleted.status, deleted.text).to.equal(204);
+    expect((await t.query('select deleted_at is not null as marked from forms where id = ?', [formId]))[0].marked).to.equal(true);
+    await runMaintenance(t.app.orm.em.fork());
+    await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId }, () => {});
+    expect(await submissionsOf(formId)).to.equal(2);
+  });
+
   it('an organization deleted by hand while a storing statement of it runs waits for its quota slot, and takes its rows', async () => {
     const { tenant, formIds: [formId] } = await quietTenant(1);
     const storing = await client();
