@@ -130,6 +130,27 @@ describe('submissions without foreign keys', function () {
     });
   }
 
+  for (const parent of ['forms', 'organizations'] as const) {
+    it(`truncate ${parent} cascade takes with it the rows of every table its foreign keys took`, async () => {
+      await busyTenant();
+      const c = await client();
+      const withKeys = await withForeignKeys(async (k) => {
+        await k.query(`truncate ${parent} cascade`);
+        return tableRows(k);
+      });
+      await c.query('begin');
+      try {
+        await c.query(`truncate ${parent} cascade`);
+        const after = await tableRows(c);
+        expect(after).to.deep.equal(withKeys);
+        expect(after.submissions).to.equal(0);
+        expect(after.submission_changes > 0, 'change records go with their organizations only').to.equal(parent === 'forms');
+      } finally {
+        await c.query('rollback');
+      }
+    });
+  }
+
   /** Items of the forms (round-robin) as the group commit sends them: a published form's cached `updatedAt`. */
   async function rowsFor(tenant: TestTenant, formIds: string[], n: number, idempotent = false): Promise<SubmissionRow[]> {
     const forms = await Promise.all(formIds.map(async (id) => (await t.app.formCache.get(id, true))!));
@@ -183,6 +204,21 @@ describe('submissions without foreign keys', function () {
     const before = await withForeignKeys(async (k) => [await constraintTriggers(k, plain), await constraintTriggers(k, idempotent)]);
     const removed = ['submission_changes_organization_id_fkey', 'submissions_form_id_fkey1', 'submissions_organization_id_fkey1'];
     expect(before).to.deep.equal([removed, ['idempotency_keys_organization_id_fkey', ...removed].sort()]);
+  });
+
+  it('the storing statement (either variant) stores no item under a form of another organization or a form that does not exist', async () => {
+    const own = await quietTenant(1);
+    const other = await quietTenant(1);
+    const otherForm = (await t.app.formCache.get(other.formIds[0], true))!;
+    for (const idempotent of [false, true]) {
+      const [valid, crossTenant, missing] = await rowsFor(own.tenant, own.formIds, 3, idempotent);
+      // an item of this organization naming the other's form (its current `updatedAt`), and one naming a form that never was
+      const rows = [valid, { ...crossTenant, formId: otherForm.id, formUpdatedAt: otherForm.updatedAt }, { ...missing, formId: 'frm_never_was' }];
+      const answers = (await (await client()).query({ ...storingStatement(rows) })).rows.map((a) => [a.form_ok, a.stored]);
+      expect(answers, `idempotent: ${idempotent}`).to.deep.equal([[1, 1], [0, 0], [0, 0]]);
+      const stored = await t.query('select id from submissions where id in (?, ?, ?) order by id', rows.map((r) => r.id));
+      expect(stored.map((r: { id: string }) => r.id)).to.deep.equal([valid.id]);
+    }
   });
 
   it('the checks the storing statement still fires: of webhooks, which the API deletes, and of its claims\' and idempotency records\' organization', async () => {
@@ -257,6 +293,18 @@ describe('submissions without foreign keys', function () {
     expect(report.orphanSubmissionsDeleted).to.equal(3);
     expect(await submissionsOf(formId)).to.equal(0);
     expect(await dayCountOf(formId)).to.equal(0);
+  });
+
+  it('the rows of a form deleted through the API (marked deleted, not gone) stay: neither the hourly maintenance nor counts repair deletes them', async () => {
+    const { tenant, formIds: [formId] } = await quietTenant(1);
+    const second = await call(t.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body: { data: { fld_n: 'second' } } });
+    expect(second.status, second.text).to.equal(201);
+    const deleted = await call(t.url, 'DELETE', `/v1/forms/${formId}`, { key: tenant.key });
+    expect(deleted.status, deleted.text).to.equal(204);
+    expect((await t.query('select deleted_at is not null as marked from forms where id = ?', [formId]))[0].marked).to.equal(true);
+    await runMaintenance(t.app.orm.em.fork());
+    await walkDayCounts(t.app.orm.em.fork(), { repair: true, formId }, () => {});
+    expect(await submissionsOf(formId)).to.equal(2);
   });
 
   it('an organization deleted by hand while a storing statement of it runs waits for its quota slot, and takes its rows', async () => {

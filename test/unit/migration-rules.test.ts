@@ -39,6 +39,10 @@ describe('migration rules', () => {
     expect(whats(auditMigration(wrap('lock table submissions in exclusive mode;')))).to.deep.equal(['lock table submissions']);
     // a configuration table's lock taken first, to order a step's locks as the service's statements do
     expect(auditMigration(wrap('lock table forms in access exclusive mode; alter table submissions drop constraint if exists s_fkey;'))).to.deep.equal([]);
+    // but not a traffic table locked beside it in the same statement, nor with `table` or `only` left out or put in
+    expect(whats(auditMigration(wrap('lock table forms, submissions in access exclusive mode;')))).to.deep.equal(['lock table submissions']);
+    expect(whats(auditMigration(wrap('lock forms, only submission_changes;')))).to.deep.equal(['lock table submission_changes']);
+    expect(whats(auditMigration(wrap('lock table only "submissions" nowait;')))).to.deep.equal(['lock table submissions']);
   });
 
   it('refuses dropping an index, even concurrently, unless the migration builds it itself (a failed attempt\'s leftover)', () => {
