@@ -23,7 +23,8 @@ export interface AppContext {
   /**
    * Reads that may lag behind the last commit (lists, export, change feed, analytics): a streaming
    * replica when DATABASE_READ_URL is set, else the primary. A read that must see what was just
-   * acknowledged (a submission right after its 201) uses `orm`.
+   * acknowledged (a submission right after its 201) uses `orm`. Requests read it through their
+   * context's `readLagging` (src/http/pipeline.ts), which asks the primary when the replica fails.
    */
   readOrm: Orm;
   logger: Logger;
@@ -76,7 +77,7 @@ export async function prepareDatabase(config: Readonly<Config>, log?: (line: str
 export async function createAppContext(config: Readonly<Config>, logger = createLogger(config.logLevel)): Promise<AppContext> {
   const ormOptions = { preparedStatements: config.dbPreparedStatements, timeouts: config.dbTimeouts };
   const orm = await initOrm(config.databaseUrl, config.dbPoolMax, ormOptions);
-  const readOrm = config.databaseReadUrl ? await initOrm(config.databaseReadUrl, config.dbPoolMax, ormOptions) : orm;
+  const readOrm = config.databaseReadUrl ? await initOrm(config.databaseReadUrl, config.dbPoolMax, { ...ormOptions, replica: true }) : orm;
   const redis = failFastRedis(config);
   // BullMQ asks a Cluster for its version as soon as the queue exists, before the Cluster is ready:
   // that first command must wait for it rather than fail and leave the queue unusable.

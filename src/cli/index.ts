@@ -14,7 +14,8 @@ import { resolveEncryptionKeys } from '../domain/secrets/keys';
 import { publishInvalidation } from '../lib/cache-invalidation';
 import { isScope } from '../domain/auth/scopes';
 import { walkDayCounts } from '../domain/maintenance/day-count-repair';
-import { buildDayMarks } from '../domain/submissions/day-marks';
+import { walkDeliverySideRows, webhookExists } from '../domain/maintenance/delivery-side-rows';
+import { buildDayMarks, type DayMarksFailure } from '../domain/submissions/day-marks';
 
 const USAGE = `usage: npm run --silent cli -- <command>
   migrate
@@ -27,7 +28,9 @@ const USAGE = `usage: npm run --silent cli -- <command>
   secrets reencrypt                 (after rotating ENCRYPTION_KEY; see deploy/README.md)
   counts check [--form FORM_ID]     (one line per drifted form-day and form-month; exits 1 when any drifted)
   counts repair [--form FORM_ID] [--since YYYY-MM-DD]
-  counts marks [--form FORM_ID] [--since YYYY-MM-DD]  (day marks of busy days older than yesterday)`;
+  counts marks [--form FORM_ID] [--since YYYY-MM-DD]  (day marks of busy days older than yesterday)
+  deliveries check [--webhook WEBHOOK_ID]   (one line per delivery whose owed or failed row disagrees with it; exits 1 when any does)
+  deliveries repair [--webhook WEBHOOK_ID]  (makes those rows what each delivery says, while traffic flows)`;
 
 class UsageError extends Error {}
 
@@ -95,7 +98,7 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
     options: {
       name: { type: 'string' }, plan: { type: 'string' }, 'monthly-quota': { type: 'string' },
       org: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' },
-      form: { type: 'string' }, since: { type: 'string' },
+      form: { type: 'string' }, since: { type: 'string' }, webhook: { type: 'string' },
     },
   });
   const [group, command, id] = positionals;
@@ -157,13 +160,34 @@ async function run(argv: string[], orm: Orm, config: Readonly<Config>): Promise<
     case 'counts marks': {
       // The job keeps today's and yesterday's marks; older busy days (before the job ran, after a
       // restore or a repair) get theirs here. Every busy day from --since on (default: all).
+      // A day whose build failed is named (and the exit code is 1); the others are built.
+      // (The last run, caught up, went through every day.)
       const total = { days: 0, walked: 0, added: 0 };
+      let failed: DayMarksFailure[] = [];
       for (let caughtUp = false; !caughtUp;) {
         const run = await buildDayMarks(em, { ...config.dayMarks, since: day(values.since) ?? '0001-01-01', formId: values.form });
         Object.assign(total, { days: run.days, walked: total.walked + run.walked, added: total.added + run.added });
+        failed = run.failed;
         caughtUp = run.caughtUp;
       }
-      return total;
+      if (failed.length) process.exitCode = 1;
+      return { ...total, failed };
+    }
+    case 'deliveries check':
+    case 'deliveries repair': {
+      // One JSON line per delivery whose owed or failed row disagrees with it, as it is found, then the summary line (deploy/README.md, "Backups and restore").
+      const repair = command === 'repair';
+      if (values.webhook !== undefined && !(await webhookExists(em, values.webhook))) throw new UsageError(`no webhook ${values.webhook}`);
+      const { deliveries, drifted, locked } = await walkDeliverySideRows(em, { repair, webhookId: values.webhook }, printLine);
+      if (!repair) {
+        if (drifted) process.exitCode = 1;
+        return { deliveries, drifted };
+      }
+      if (locked) {
+        process.stderr.write(`warning: ${locked} deliveries stayed locked by other statements and were left as they were; run deliveries repair again\n`);
+        process.exitCode = 1;
+      }
+      return { deliveries, repaired: drifted - locked, locked };
     }
     default:
       throw new UsageError(USAGE);

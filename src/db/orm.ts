@@ -34,6 +34,10 @@ import { Migration20261128000201_delivery_owed_backfill } from './migrations/Mig
 import { Migration20261128000202_deliveries_created_idx } from './migrations/Migration20261128000202_deliveries_created_idx';
 import { Migration20261128000400_submission_month_counts } from './migrations/Migration20261128000400_submission_month_counts';
 import { Migration20261128000401_month_counts_backfill } from './migrations/Migration20261128000401_month_counts_backfill';
+import { Migration20261129000100_delivery_rollout_contract } from './migrations/Migration20261129000100_delivery_rollout_contract';
+import { Migration20261129000200_month_counts_rollout_contract } from './migrations/Migration20261129000200_month_counts_rollout_contract';
+import { Migration20261129000300_storing_without_foreign_keys } from './migrations/Migration20261129000300_storing_without_foreign_keys';
+import { Migration20261129001000_day_mark_failures } from './migrations/Migration20261129001000_day_mark_failures';
 
 export type { Em, Orm };
 
@@ -66,6 +70,10 @@ const MIGRATION_CLASSES = [
   { name: 'Migration20261128000202_deliveries_created_idx', class: Migration20261128000202_deliveries_created_idx },
   { name: 'Migration20261128000400_submission_month_counts', class: Migration20261128000400_submission_month_counts },
   { name: 'Migration20261128000401_month_counts_backfill', class: Migration20261128000401_month_counts_backfill },
+  { name: 'Migration20261129000100_delivery_rollout_contract', class: Migration20261129000100_delivery_rollout_contract },
+  { name: 'Migration20261129000200_month_counts_rollout_contract', class: Migration20261129000200_month_counts_rollout_contract },
+  { name: 'Migration20261129000300_storing_without_foreign_keys', class: Migration20261129000300_storing_without_foreign_keys },
+  { name: 'Migration20261129001000_day_mark_failures', class: Migration20261129001000_day_mark_failures },
 ];
 
 /**
@@ -159,6 +167,11 @@ export interface OrmOptions {
   /** false behind PgBouncer in transaction mode and other poolers without prepared-statement support. */
   preparedStatements?: boolean;
   timeouts?: DbTimeouts;
+  /**
+   * A read replica: nothing is created there, and a replica that is down when the process starts
+   * does not stop it (its reads are answered by the primary meanwhile).
+   */
+  replica?: boolean;
 }
 
 export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOptions = {}): Promise<Orm> {
@@ -179,6 +192,7 @@ export async function initOrm(databaseUrl: string, poolMax = 10, opts: OrmOption
     allowGlobalContext: false,
     discovery: { warnWhenNoEntities: true },
     forceUtcTimezone: true,
+    ensureDatabase: !opts.replica,
     debug: false,
   });
   allowNamedStatements(orm.em, preparedStatements);
@@ -213,17 +227,20 @@ export interface AppliedMigration {
   attempts: number;
 }
 
-function isLockTimeout(err: unknown): boolean {
+/** Why a migration's statement gave up on a lock (null: it did not): its wait ran out, or it was a deadlock's victim. */
+function lockGivenUp(err: unknown): string | null {
   for (let e: any = err; e; e = e.cause ?? e.previous) {
-    if (e.code === '55P03') return true; // lock_not_available: lock_timeout ran out
+    if (e.code === '55P03') return `waited ${MIGRATION_LOCK_TIMEOUT_MS} ms for a lock`; // lock_not_available: lock_timeout ran out
+    // deadlock_detected: it waited for a lock held by a transaction waiting for one it held, and PostgreSQL cancelled it
+    if (e.code === '40P01') return 'lost a deadlock';
     if (e === e.cause) break;
   }
-  return /canceling statement due to lock timeout/.test(String((err as Error)?.message ?? err));
+  return /canceling statement due to lock timeout/.test(String((err as Error)?.message ?? err)) ? `waited ${MIGRATION_LOCK_TIMEOUT_MS} ms for a lock` : null;
 }
 
 /**
  * Applies the pending migrations one at a time, each in its own transaction with the lock bound
- * above; a migration whose statement gave up waiting for a lock was rolled back whole and runs
+ * above; a migration whose statement gave up waiting for a lock (or lost a deadlock) was rolled back whole and runs
  * again after a pause (a non-transactional one must be written to run again: `if not exists`).
  */
 export async function migrate(orm: Orm, log: (line: string) => void = () => {}): Promise<AppliedMigration[]> {
@@ -237,8 +254,9 @@ export async function migrate(orm: Orm, log: (line: string) => void = () => {}):
         applied.push({ name, ms: Date.now() - started, attempts: attempt });
         break;
       } catch (err) {
-        if (!isLockTimeout(err) || attempt >= MIGRATION_ATTEMPTS) throw err;
-        log(`${name}: a statement waited ${MIGRATION_LOCK_TIMEOUT_MS} ms for a lock, attempt ${attempt + 1} follows`);
+        const givenUp = lockGivenUp(err);
+        if (!givenUp || attempt >= MIGRATION_ATTEMPTS) throw err;
+        log(`${name}: a statement ${givenUp}, attempt ${attempt + 1} follows`);
         await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** attempt, 5_000)));
       }
     }

@@ -49,21 +49,43 @@ export const errors = {
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND',
   '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', // PostgreSQL: shutting down, cannot connect
-  '57014', '55P03', '25P03', // PostgreSQL: statement timeout, lock wait timeout, idle-in-transaction timeout
+  '53300', // PostgreSQL: too many connections
 ]);
+/** PostgreSQL ended the statement: statement timeout (or a cancel request), lock wait timeout, idle-in-transaction timeout. */
+const CANCELLED_CODES = new Set(['57014', '55P03', '25P03']);
+/**
+ * A hot standby cancels a query that holds rows or a lock its replay of the primary's changes needs
+ * ("canceling statement due to conflict with recovery": 40001, or 40P01 for a deadlock with the
+ * replay); on the primary they are a serialization failure and a deadlock. Either way the same
+ * statement may well succeed when run again.
+ */
+const CONFLICT_CODES = new Set(['40001', '40P01']);
+
+/** How a dependency failed rather than the code; the label of `formservice_replica_read_failures_total`. */
+export type DependencyFailure = 'unavailable' | 'cancelled' | 'conflict';
+
+/** Why a dependency (PostgreSQL, a pool) failed rather than the code: worth a retry, not a 500. Null: it did not. */
+export function dependencyFailure(err: unknown): DependencyFailure | null {
+  const e = err as any;
+  if (!e) return null;
+  if (CONFLICT_CODES.has(e.code)) return 'conflict';
+  if (CANCELLED_CODES.has(e.code)) return 'cancelled';
+  if (e.name === 'KnexTimeoutError' || e.name === 'ConnectionException' || UNAVAILABLE_CODES.has(e.code)) return 'unavailable';
+  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection|Query read timeout|^timeout expired$/i
+    .test(String(e.message ?? '')) ? 'unavailable' : null;
+}
 
 /** A dependency (PostgreSQL, a pool) failed rather than the code: worth a retry, not a 500. */
 export function isDependencyUnavailable(err: unknown): boolean {
-  const e = err as any;
-  if (!e) return false;
-  if (e.name === 'KnexTimeoutError' || e.name === 'ConnectionException') return true;
-  if (UNAVAILABLE_CODES.has(e.code)) return true;
-  return /Connection terminated|connect ECONNREFUSED|Timeout acquiring a connection|Query read timeout|^timeout expired$/i.test(String(e.message ?? ''));
+  return dependencyFailure(err) !== null;
+}
+
+/** What a client is told when a dependency failed it: 503 with Retry-After. */
+export function dependencyUnavailable(): ApiError {
+  return errors.serviceUnavailable('A backing service is unavailable; retry later');
 }
 
 /** What a client is told about an error that is not an ApiError: 503 for an unavailable dependency, else 500. */
 export function unexpectedError(err: unknown): ApiError {
-  return isDependencyUnavailable(err)
-    ? errors.serviceUnavailable('A backing service is unavailable; retry later')
-    : errors.internal();
+  return isDependencyUnavailable(err) ? dependencyUnavailable() : errors.internal();
 }

@@ -82,6 +82,17 @@ export const metrics = {
     labelNames: ['reason'] as const,
     registers: [registry],
   }),
+  replicaReadFailures: new client.Counter({
+    name: 'formservice_replica_read_failures_total',
+    help: 'Reads that may lag which the read replica failed, each then tried once on the primary, by reason (unavailable, cancelled, conflict, behind)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  dayMarkFailures: new client.Counter({
+    name: 'formservice_day_mark_failures_total',
+    help: 'Busy form-days whose day marks a run of the builder could not extend (the run went on with the other days)',
+    registers: [registry],
+  }),
   submissionGroupSize: new client.Histogram({
     name: 'formservice_submission_store_group_size',
     help: 'Single submissions of concurrent requests stored together in one statement and commit',
@@ -100,6 +111,7 @@ function exportZeros(): void {
   for (const reason of ['refused_submission', 'abandoned']) metrics.paymentRefunds.inc({ reason }, 0);
   for (const source of ['api', 'public']) metrics.submissions.inc({ source }, 0);
   for (const scope of ['api', 'public']) metrics.rateLimitRejections.inc({ scope }, 0);
+  for (const reason of ['unavailable', 'cancelled', 'conflict', 'behind']) metrics.replicaReadFailures.inc({ reason }, 0);
 }
 exportZeros();
 

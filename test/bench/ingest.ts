@@ -72,10 +72,11 @@ const WARMUP = benchNumber('warmup', 3);
 const TRACE = process.argv.includes('--trace');
 const ROUNDS = benchNumber('rounds', 1);
 /**
- * An experiment, not a configuration: `--drop-constraints submissions.submissions_form_id_fkey1,…`
- * drops those constraints (table.name) from the bench database before the service starts, e.g. the
- * foreign keys the storing statement's inserts check: each check locks its parent row FOR KEY SHARE,
- * a row lock per organization or form of a statement.
+ * An experiment, not a configuration: `--drop-constraints webhook_deliveries.webhook_deliveries_webhook_id_fkey,…`
+ * drops those constraints (table.name) from the bench database before the service starts, e.g. a
+ * foreign key the storing statement's inserts still check: each check locks its parent row FOR KEY
+ * SHARE, a row lock per parent of a statement (those of organizations and forms are gone:
+ * Migration20261129000300_storing_without_foreign_keys).
  */
 const DROP_CONSTRAINTS = process.argv.includes('--drop-constraints')
   ? process.argv[process.argv.indexOf('--drop-constraints') + 1].split(',').map((c) => c.split('.') as [string, string])

@@ -34,19 +34,6 @@ import { atFixedRate, benchArg, benchEnvironment, benchNumber, loadAgent, percen
  * Logs of the processes (PostgreSQL's with its autovacuum runs) stay in the temp directory, named in the output.
  */
 const MINUTES = benchNumber('minutes', 30);
-/**
- * `--contract`: applies ahead, on the bench's own database, the contract step the release after this
- * one brings (src/README.md, "Webhook deliveries and HOT updates"): the partial indexes on `status`
- * and the rolling deploy's triggers dropped, so the soak measures the deliveries' writes as they are
- * once no previous release reads those indexes. Without it the soak measures this release as it
- * ships, beside the previous release's indexes.
- */
-const APPLY_CONTRACT_STEP = process.argv.includes('--contract');
-const NEXT_RELEASE_CONTRACT_SQL = `
-  drop trigger if exists webhook_deliveries_side_rows_insert on webhook_deliveries;
-  drop trigger if exists webhook_deliveries_side_rows_update on webhook_deliveries;
-  drop trigger if exists webhook_deliveries_side_rows_delete on webhook_deliveries;
-  drop index if exists webhook_deliveries_owed_idx, webhook_deliveries_ended_idx, webhook_deliveries_failed_idx`;
 const INTERVAL_S = benchNumber('interval', 60);
 /** The soak asks for about 60 % of what the machine takes at the start; without --rate this bench does not measure that. */
 const RATE_GIVEN = process.argv.includes('--rate');
@@ -240,10 +227,6 @@ async function main(): Promise<void> {
       WEBHOOK_RETRY_DELAYS_MS: RETRY_DELAYS_MS, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
     };
     await prepareDatabase(loadConfig({ ...process.env, ...common }));
-    if (APPLY_CONTRACT_STEP) {
-      await queryOnce(env.databaseUrl, NEXT_RELEASE_CONTRACT_SQL);
-      console.log('--contract: the next release\'s contract step applied (partial indexes on status and the rollout triggers dropped)');
-    }
     const seeded = await seedWebhookBench(env.databaseUrl, receiverUrl, encryptionKey, KEYS);
     const api = await startEntry('src/api.js', common, 'PORT', [], env.logFile('api'));
     stops.push(['API', () => api.proc.stop()]);

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, FileChooser, Page } from 'playwright-core';
 import { launchBrowser, openPage, PHONE, requireChromium, SCREENSHOTS } from '../support/browser';
 import { fileServiceEnv, jpegBytes } from '../support/files';
 import { startFakeStripe, type FakeStripe } from '../support/fakes/stripe';
@@ -182,6 +182,10 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
 
     it('fills and submits the two-page form, focus following each step, errors tied to their fields and announced', async () => {
       const { context, page, problems } = await openPage(browser, { viewport: DESKTOP, deviceScaleFactor: 1 });
+      // Listened for before any key is pressed: Playwright turns the file chooser's interception on when the first
+      // listener is added, without waiting, so a Space that reaches the browser first opens the browser's own
+      // dialog and no event ever comes (the test timed out so on a loaded machine).
+      const chooser = new Promise<FileChooser>((resolve) => page.on('filechooser', resolve));
       try {
         const form = forms.default;
         await page.goto(`${t.url}/f/${form.id}`);
@@ -254,7 +258,6 @@ describe('accessibility of the hosted page (browser, axe-core WCAG 2.2 A/AA)', f
         await tabTo(page, '#fs-fld_signature-typed');
         await page.keyboard.type('Ada Lovelace');
         await tabTo(page, '#fs-fld_upload-input');
-        const chooser = page.waitForEvent('filechooser');
         await page.keyboard.press('Space');
         await (await chooser).setFiles({ name: 'photo.jpg', mimeType: 'image/jpeg', buffer: jpegBytes(4096) });
         await page.locator('.fs-upload[data-state="done"]').waitFor();

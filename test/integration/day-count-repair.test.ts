@@ -8,14 +8,13 @@ import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { rollupUsage } from '../../src/domain/usage/rollup';
 import { walkDayCounts, type FormDrift } from '../../src/domain/maintenance/day-count-repair';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { FOLD_DAY_COUNTS_SQL, foldDayCounts, keepMonthCounts } from '../../src/domain/submissions/day-counts';
+import { FOLD_DAY_COUNTS_SQL, foldDayCounts } from '../../src/domain/submissions/day-counts';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
 import { createSubmissionPartitions, dropExpiredSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
 import { newTimeOrderedId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { expectDayCountsExact } from '../support/day-counts';
-import { asPreviousRelease } from '../support/previous-release';
 import { DIST_ROOT } from '../support/processes';
 
 const DAY_MS = 86_400_000;
@@ -61,6 +60,27 @@ describe('day counts that heal', function () {
     expect(outcomes.map((o) => o.kind)).to.deep.equal(rows.map(() => 'created'));
   }
 
+  /**
+   * The form's days counted in slot 0 alone, as the fold leaves them (and their month rows with
+   * them, as the fold keeps them), whatever their age: the state of an archive's days.
+   */
+  async function countInSlotZero(formId: string): Promise<void> {
+    await t.query(
+      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, slot, count),
+       moved as (
+         insert into submission_day_counts (organization_id, form_id, day, slot, count)
+         select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3
+         returning organization_id, form_id, day, count
+       ), before as (
+         select form_id, day, count from gone where slot = 0
+       )
+       insert into submission_month_counts as m (organization_id, form_id, month, count)
+       select n.organization_id, n.form_id, date_trunc('month', n.day::timestamp)::date,
+              sum(greatest(n.count, 0) - greatest(coalesce(b.count, 0), 0))
+         from moved n left join before b using (form_id, day) group by 1, 2, 3
+       on conflict (form_id, month) do update set count = m.count + excluded.count`, [formId]);
+  }
+
   /** A submission stored as the previous release stored it (and as a restore or a hand fix does): its row, no count. */
   async function insertUncounted(formId: string, createdAt: Date, n: number): Promise<string> {
     const id = newTimeOrderedId('sub', createdAt);
@@ -91,16 +111,12 @@ describe('day counts that heal', function () {
     }
   }
 
-  /** The service's own deleting statement (or the previous release's: `previous`), run on `client` (its `?` placeholders as $n). */
-  async function deleteOn(client: Client, id: string, previous = false): Promise<void> {
+  /** The service's own deleting statement, run on `client` (its `?` placeholders as $n). */
+  async function deleteOn(client: Client, id: string): Promise<void> {
     let n = 0;
-    const sql = previous ? asPreviousRelease(DELETE_SUBMISSION_SQL) : DELETE_SUBMISSION_SQL;
-    const { rowCount } = await client.query(sql.replace(/\?/g, () => `$${++n}`), [id, tenant.organizationId]);
+    const { rowCount } = await client.query(DELETE_SUBMISSION_SQL.replace(/\?/g, () => `$${++n}`), [id, tenant.organizationId]);
     expect(rowCount).to.equal(1);
   }
-
-  /** A connection on which the previous release's storing and deleting statements write slot 0 (its slot: pid modulo 16). */
-  const previousReleaseSlotZero = () => clientWithPid((pid) => pid % 16 === 0);
 
   /** Until `backends` other backends running a statement containing `text` wait on a lock. */
   async function waitUntilBlocked(text: string, backends = 1): Promise<void> {
@@ -147,34 +163,10 @@ describe('day counts that heal', function () {
     expect(await expectCountsExact(form.id)).to.equal(0);
   });
 
-  it('folds by adding into slot 0: a previous release\'s deletion writing slot 0 meanwhile is kept, in the day and its month', async () => {
-    const form = await newForm();
-    const day = new Date(Date.now() - 5 * DAY_MS);
-    const rows = Array.from({ length: 4 }, (_, i) => rowAt(form, new Date(day.getTime() + i * 1000), i));
-    await storeAll(rows);
-    // the day counted in slot 5 only, as one writer's connection leaves it
-    await t.query(
-      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
-       insert into submission_day_counts (organization_id, form_id, day, slot, count)
-       select organization_id, form_id, day, 5, sum(count) from gone group by 1, 2, 3`, [form.id]);
-
-    // a deletion of that day by the previous release on a connection whose slot is 0 (this release's
-    // never write slot 0), not yet committed when the fold runs
-    const { client } = await previousReleaseSlotZero();
-    await client.query('begin');
-    await deleteOn(client, rows[0].id, true);
-    const folding = foldDayCounts(t.app.orm.em.fork());
-    await waitUntilBlocked('with picked as');
-    await client.query('commit');
-    expect(await folding).to.be.greaterThan(0);
-    expect(await expectCountsExact(form.id)).to.equal(3);
-  });
-
   it('picks the days to fold through the index of unfolded slots, not a scan of the folded archive', async () => {
     // an archive of 40,000 folded form-days (written as the fold writes them, keeping the month rows:
     // none, these forms being read by no test), and a few unfolded slots
     await t.app.orm.em.fork().transactional(async (tx) => {
-      await keepMonthCounts(tx);
       await tx.execute(
         `insert into submission_day_counts (organization_id, form_id, day, slot, count)
          select ?, 'form_archive' || (i % 400), current_date - 10 - (i / 400), 0, 3 from generate_series(0, 39999) i`, [tenant.organizationId]);
@@ -198,7 +190,6 @@ describe('day counts that heal', function () {
       expect(n).to.equal(0);
     } finally {
       await t.app.orm.em.fork().transactional(async (tx) => {
-        await keepMonthCounts(tx);
         await tx.execute(`delete from submission_day_counts where form_id like 'form_archive%'`);
         await tx.execute(`delete from submission_month_counts where form_id like 'form_archive%'`);
       });
@@ -211,10 +202,7 @@ describe('day counts that heal', function () {
     const old = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 4, 10, 12));
     const rows = Array.from({ length: 3 }, (_, i) => rowAt(form, new Date(old.getTime() + i * 1000), i));
     await storeAll(rows);
-    await t.query(
-      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
-       insert into submission_day_counts (organization_id, form_id, day, slot, count)
-       select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [form.id]);
+    await countInSlotZero(form.id);
 
     // a deletion in that month, its count in a new slot row, still open when retention starts
     const { client } = await clientWithPid(() => true);
@@ -294,17 +282,14 @@ describe('day counts that heal', function () {
     const day = new Date(Date.now() - 4 * DAY_MS);
     const rows = Array.from({ length: 3 }, (_, i) => rowAt(form, new Date(day.getTime() + i * 1000), i));
     await storeAll(rows);
-    await t.query(
-      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
-       insert into submission_day_counts (organization_id, form_id, day, slot, count)
-       select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [form.id]);
+    await countInSlotZero(form.id);
     await insertUncounted(form.id, new Date(day.getTime() + 5000), 1);
     await insertUncounted(form.id, new Date(day.getTime() + 6000), 2);
 
-    // a counted deletion holding the day's slot 0 while both repairs run (the previous release's: this one's never write slot 0)
-    const { client } = await previousReleaseSlotZero();
+    // another transaction holding the day's slot 0 while both repairs run (as the fold or retention holds it)
+    const { client } = await clientWithPid(() => true);
     await client.query('begin');
-    await deleteOn(client, rows[0].id, true);
+    await client.query('select 1 from submission_day_counts where form_id = $1 and slot = 0 for update', [form.id]);
     const first = repairForm(form.id);
     await waitUntilBlocked('fixed as');
     const second = repairForm(form.id);
@@ -312,7 +297,7 @@ describe('day counts that heal', function () {
     await client.query('commit');
     const found = [...await first, ...await second];
     expect(found.reduce((sum, d) => sum + d.counted - d.stored, 0)).to.equal(2);
-    expect(await expectCountsExact(form.id)).to.equal(4);
+    expect(await expectCountsExact(form.id)).to.equal(5);
   });
 
   it('answers every page like count(*)/OFFSET after a drift and its repair, and the list and analytics agree on a drifted day', async () => {
@@ -523,10 +508,7 @@ describe('day counts that heal', function () {
     const [slow, other] = [await newForm(), await newForm()];
     await runMaintenance(t.app.orm.em.fork());
     await storeAll([rowAt(slow, new Date(Date.now() - 120_000), 0)]);
-    await t.query(
-      `with gone as (delete from submission_day_counts where form_id = ? returning organization_id, form_id, day, count)
-       insert into submission_day_counts (organization_id, form_id, day, slot, count)
-       select organization_id, form_id, day, 0, sum(count) from gone group by 1, 2, 3`, [slow.id]);
+    await countInSlotZero(slow.id);
     await insertUncounted(slow.id, new Date(Date.now() - 60_000), 1);
     await insertUncounted(other.id, new Date(Date.now() - 60_000), 2);
     // the slow form's day held (as a count of millions of rows would hold the statement) past a

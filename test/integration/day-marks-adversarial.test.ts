@@ -1,14 +1,18 @@
 import { expect } from 'chai';
+import type { AppContext } from '../../src/app';
 import { ensureDatabase, initOrm, type Orm } from '../../src/db/orm';
 import type { Em } from '../../src/db/types';
 import { newTimeOrderedId } from '../../src/lib/ids';
+import { createLogger } from '../../src/lib/logger';
+import { metrics } from '../../src/lib/metrics';
 import { repairRecentDayCounts } from '../../src/domain/maintenance/day-count-repair';
-import { buildDayMarks } from '../../src/domain/submissions/day-marks';
+import { buildDayMarks, listBusyDays, lockDayMarks } from '../../src/domain/submissions/day-marks';
 import { DELETE_SUBMISSION_SQL } from '../../src/domain/submissions/deletion';
 import { deleteSubmission, listSubmissions } from '../../src/domain/submissions/read-service';
 import { utcDay } from '../../src/domain/submissions/day-windows';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { seed } from '../support/harness';
+import { markDays } from '../../workers/processors/usage';
 
 const DAY_MS = 86_400_000;
 const RULES = { every: 7, minRows: 50 };
@@ -45,7 +49,7 @@ describe('day marks, adversarial', function () {
         select id, ?, ?, '{}'::jsonb, 'api', at from jsonb_to_recordset(?::jsonb) as t(id text, at timestamptz)
         returning organization_id, form_id, created_at)
       insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
-      select organization_id, form_id, (created_at at time zone 'UTC')::date, 0, count(*) from ins group by 1, 2, 3
+      select organization_id, form_id, (created_at at time zone 'UTC')::date, 1, count(*) from ins group by 1, 2, 3
       on conflict (form_id, day, slot) do update set count = c.count + excluded.count`,
     [ORG, form, JSON.stringify(rows)]);
   }
@@ -139,10 +143,17 @@ describe('day marks, adversarial', function () {
     await addRows(FORM, yesterday, 200);
     await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
     const order = await naiveOrder(FORM);
-    await seed(orm, DELETE_SUBMISSION_SQL, [order[order.length - 30], ORG]);
+    const victim = order[order.length - 30];
+    const before = await marksOf(FORM, yesterday);
+    const [{ rank }] = await em.getConnection().execute<Array<{ rank: number }>>(
+      `select count(*)::int as rank from submissions s, submissions v
+        where v.id = ? and s.form_id = v.form_id and s.created_at >= ?::date and s.created_at < v.created_at`, [victim, yesterday]);
+    await seed(orm, DELETE_SUBMISSION_SQL, [victim, ORG]);
     await addRows(FORM, yesterday, 60, 80_000);
     const run = await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
-    expect(run.dropped).to.be.greaterThan(0);
+    // the marks from the deleted row's time up, not the day's: those of the rows created before it stay
+    expect(run.dropped).to.equal(before.filter((m) => m.rank >= rank).length);
+    expect(run.dropped).to.be.greaterThan(0).and.below(before.length);
     await expectMarksRight(FORM, yesterday);
     await expectEveryPageRight(FORM, 'after the builder\'s run');
     // and this release's deletions, which deleted the marks themselves, cost the rebuilt marks nothing
@@ -203,6 +214,103 @@ describe('day marks, adversarial', function () {
     await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM, perTransaction: 10 });
     expect((await marksOf(FORM, yesterday)).length).to.equal(21);
     await expectMarksRight(FORM, yesterday);
+  });
+
+  it('keeps the marks below a deletion exact through ties, a mark\'s own row, midnight and two deletions at once', async () => {
+    const FORM = 'form_ties_midnight';
+    await addForm(FORM);
+    const today = utcDay(new Date(new Date(`${yesterday}T00:00:00Z`).getTime() + DAY_MS));
+    // yesterday's last 30 seconds, three rows to each created_at (23:59:59.999999 for the last three), then today's first rows
+    await addRows(FORM, yesterday, 90, 86_370, () => 999_999);
+    await addRows(FORM, today, 20, 0);
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    const rows = async () => (await em.getConnection().execute<Array<{ id: string }>>(
+      `select id from submissions where form_id = ? and created_at >= ?::date and created_at < ?::date + 1 order by created_at, id`,
+      [FORM, yesterday, yesterday])).map((r) => r.id);
+    const before = await marksOf(FORM, yesterday);
+    expect(before.map((m) => m.rank)).to.deep.equal([7, 14, 21, 28, 35, 42, 49, 56, 63, 70, 77, 84]);
+    // the row that is the last mark (23:59:58.999999), tied with the two rows after it
+    let day = await rows();
+    expect((await deleteSubmission(em, ORG, day[84]))?.id).to.equal(day[84]);
+    expect(await marksOf(FORM, yesterday)).to.deep.equal(before.filter((m) => m.rank < 84));
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after deleting a mark\'s row at midnight');
+    // the row tied with a mark and below it by its id: that mark moved a rank down
+    day = await rows();
+    await deleteSubmission(em, ORG, day[48]);
+    expect((await marksOf(FORM, yesterday)).map((m) => m.rank)).to.deep.equal([7, 14, 21, 28, 35, 42]);
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after deleting a row tied with a mark');
+    // two deletions at once, with a builder beside them
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    day = await rows();
+    await Promise.all([
+      deleteSubmission(orm.em.fork(), ORG, day[30]),
+      buildDayMarks(orm.em.fork(), { ...BUILD, since: yesterday, formId: FORM }),
+      deleteSubmission(orm.em.fork(), ORG, day[60]),
+    ]);
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'after two deletions at once');
+    // a row below the lowest mark: no mark stays
+    day = await rows();
+    await deleteSubmission(em, ORG, day[2]);
+    expect(await marksOf(FORM, yesterday)).to.deep.equal([]);
+    await buildDayMarks(em, { ...BUILD, since: yesterday, formId: FORM });
+    await expectMarksRight(FORM, yesterday);
+    await expectEveryPageRight(FORM, 'built again');
+  });
+
+  it('builds the other days\' marks when one day\'s build fails, logs and counts it, and gives that day its turn after them', async () => {
+    const [POISON, OTHER] = ['form_poison', 'form_poison_other'];
+    await addForm(POISON);
+    await addForm(OTHER);
+    await addRows(POISON, yesterday, 100);
+    await addRows(OTHER, yesterday, 100);
+    // a transaction holds the poison day's marks lock past the builder's lock timeout: its build fails, run after run
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let inside!: () => void;
+    const locked = new Promise<void>((resolve) => { inside = resolve; });
+    const holder = orm.em.fork().transactional(async (tx) => {
+      await lockDayMarks(tx, POISON, [yesterday]);
+      inside();
+      await held;
+    });
+    await locked;
+    const failures = async () => (await metrics.dayMarkFailures.get()).values[0]?.value ?? 0;
+    try {
+      const run = await buildDayMarks(em, { ...BUILD, since: yesterday });
+      expect(run.failed.map(({ formId, day, code }) => ({ formId, day, code }))).to.deep.equal([{ formId: POISON, day: yesterday, code: '55P03' }]);
+      expect(run.failed[0].message).to.match(/lock timeout/);
+      expect(await marksOf(OTHER, yesterday)).to.have.length(14);
+      await expectMarksRight(OTHER, yesterday);
+      expect(await marksOf(POISON, yesterday)).to.deep.equal([]);
+      // never built, it would come first (never visited); failed, it comes after every other busy day
+      const turns = await listBusyDays(em, yesterday, RULES.minRows);
+      expect(turns.length).to.be.greaterThan(2);
+      expect(turns[turns.length - 1]).to.deep.equal({ organizationId: ORG, formId: POISON, day: yesterday });
+
+      // the usage worker's job: a warning naming the form and the day, and the failures' counter
+      const lines: string[] = [];
+      const logger = createLogger('info', { write: (line: string) => { lines.push(line); } });
+      const counted = await failures();
+      await markDays({ orm, logger, config: { dayMarks: BUILD } } as unknown as AppContext);
+      expect(await failures()).to.equal(counted + 1);
+      const logged = lines.map((line) => JSON.parse(line)).filter((line) => line.formId === POISON);
+      expect(logged).to.have.length(1);
+      expect(logged[0]).to.include({ level: 40, formId: POISON, day: yesterday, code: '55P03' });
+    } finally {
+      release();
+      await holder;
+    }
+    // once it builds, it has its marks and its failure is forgotten
+    const run = await buildDayMarks(em, { ...BUILD, since: yesterday });
+    expect(run.failed).to.deep.equal([]);
+    expect(await marksOf(POISON, yesterday)).to.have.length(14);
+    await expectMarksRight(POISON, yesterday);
+    const [check] = await em.getConnection().execute(
+      'select failed_at from submission_day_mark_checks where form_id = ? and day = ?::date', [POISON, yesterday]);
+    expect(check.failed_at).to.equal(null);
   });
 
   it('gives every busy day its turn in a run, whatever one form\'s backlog', async () => {

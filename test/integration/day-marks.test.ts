@@ -7,7 +7,7 @@ import type { Em } from '../../src/db/types';
 import { newTimeOrderedId } from '../../src/lib/ids';
 import { repairRecentDayCounts } from '../../src/domain/maintenance/day-count-repair';
 import { repairFormDays } from '../../src/domain/submissions/day-counts';
-import { buildDayMarks, invalidateDayMarks } from '../../src/domain/submissions/day-marks';
+import { buildDayMarks, invalidateDayMarks, invalidateDayMarksFrom } from '../../src/domain/submissions/day-marks';
 import { DELETE_SUBMISSION_SQL, deleteSubmissionRow } from '../../src/domain/submissions/deletion';
 import { deleteSubmission, listSubmissions } from '../../src/domain/submissions/read-service';
 import { utcDay } from '../../src/domain/submissions/day-windows';
@@ -78,7 +78,7 @@ describe('day marks', function () {
         select id, ?, ?, '{}'::jsonb, 'api', at from jsonb_to_recordset(?::jsonb) as t(id text, at timestamptz)
         returning organization_id, form_id, created_at)
       insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
-      select organization_id, form_id, (created_at at time zone 'UTC')::date, 0, count(*) from ins group by 1, 2, 3
+      select organization_id, form_id, (created_at at time zone 'UTC')::date, 1, count(*) from ins group by 1, 2, 3
       on conflict (form_id, day, slot) do update set count = c.count + excluded.count`,
     [ORG, form, JSON.stringify(rows)]);
     return rows.map((r) => r.id);
@@ -111,11 +111,18 @@ describe('day marks', function () {
     return fromMarks;
   }
 
+  /** The day's rows oldest first (a row's index is its rank), with their created_at to the microsecond. */
+  async function dayRows(day: string): Promise<Array<{ id: string; createdAt: string }>> {
+    const rows = await em.getConnection().execute<Array<{ id: string; created_at: string }>>(
+      `select id, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at from submissions
+        where form_id = ? and created_at >= ?::date and created_at < ?::date + 1 order by created_at, id`,
+      [FORM, day, day]);
+    return rows.map((r) => ({ id: r.id, createdAt: r.created_at }));
+  }
+
   /** The ranks from the oldest row of the day's rows, oldest first, as marks should hold them. */
   async function expectMarksRight(day: string): Promise<void> {
-    const rows = await em.getConnection().execute<Array<{ id: string }>>(
-      `select id from submissions where form_id = ? and created_at >= ?::date and created_at < ?::date + 1 order by created_at, id`,
-      [FORM, day, day]);
+    const rows = await dayRows(day);
     const marks = await marksOf(day);
     expect(marks.length, `marks of ${day}`).to.be.greaterThan(0);
     for (const mark of marks) expect(rows[mark.rank]?.id, `the mark of rank ${mark.rank} on ${day}`).to.equal(mark.id);
@@ -166,18 +173,36 @@ describe('day marks', function () {
     await expectMarksRight(yesterday);
   });
 
-  it('deletes a day\'s marks with a deletion in its middle, pages staying right, and builds them again', async () => {
-    const order = await naiveOrder();
-    // a row of yesterday's middle, newest first
-    const victim = order[10 + 6 + 150];
-    expect((await deleteSubmission(em, ORG, victim))?.id).to.equal(victim);
-    expect(await expectEveryPageRight('after the deletion')).to.equal(66);
-    expect(await marksOf(yesterday)).to.deep.equal([]);
+  it('drops the marks at and above a deletion in the day\'s middle, keeps those below it, pages staying right, and builds them again', async () => {
+    const before = await marksOf(yesterday);
+    const rows = await dayRows(yesterday);
+    const rank = 150;
+    expect((await deleteSubmission(em, ORG, rows[rank].id))?.id).to.equal(rows[rank].id);
+    const kept = await marksOf(yesterday);
+    expect(kept, 'the marks below the deleted row').to.deep.equal(before.filter((m) => m.rank < rank));
+    expect(kept).to.have.length(21);
     expect((await marksOf(threeDaysAgo)).length).to.equal(11);
+    await expectMarksRight(yesterday);
+    expect(await expectEveryPageRight('after the deletion')).to.be.greaterThan(66 + 100);
 
     await buildDayMarks(em, { ...BUILD, since: threeDaysAgo });
     await expectMarksRight(yesterday);
+    expect((await marksOf(yesterday)).slice(0, 21), 'the marks below the deleted row, after the build').to.deep.equal(kept);
     expect(await expectEveryPageRight('built again')).to.be.greaterThan(66 + 250);
+  });
+
+  it('keeps every mark below a deletion low in the day, every page staying exact', async () => {
+    const before = await marksOf(yesterday);
+    const rows = await dayRows(yesterday);
+    const rank = 40;
+    await deleteSubmission(em, ORG, rows[rank].id);
+    expect(await marksOf(yesterday), 'the marks of ranks 7 to 35').to.deep.equal(before.filter((m) => m.rank < rank));
+    expect((await marksOf(yesterday)).map((m) => m.rank)).to.deep.equal([7, 14, 21, 28, 35]);
+    await expectMarksRight(yesterday);
+    await expectEveryPageRight('after a deletion low in the day');
+    await buildDayMarks(em, { ...BUILD, since: threeDaysAgo });
+    await expectMarksRight(yesterday);
+    await expectEveryPageRight('built again');
   });
 
   it('deletes the marks of a day whose counts the repair found drifted (rows written without counting)', async () => {
@@ -195,15 +220,21 @@ describe('day marks', function () {
     await expectMarksRight(yesterday);
   });
 
-  it('drops, in the hourly repair, the marks a deletion by the previous release left behind', async () => {
+  it('drops, in the hourly repair, the marks a deletion by the previous release left behind, from the deleted row\'s time up', async () => {
     // the previous release deletes (and counts) without knowing the marks
-    const order = await naiveOrder();
-    const victim = order[10 + 6 + 100];
-    await seed(orm, DELETE_SUBMISSION_SQL, [victim, ORG]);
-    expect((await marksOf(yesterday)).length).to.be.greaterThan(0);
+    const before = await marksOf(yesterday);
+    const rows = await dayRows(yesterday);
+    const victim = rows[rows.length - 100];
+    await seed(orm, DELETE_SUBMISSION_SQL, [victim.id, ORG]);
+    expect(await marksOf(yesterday)).to.deep.equal(before);
     await repairRecentDayCounts(em);
     await expectEveryPageRight('after the hourly repair');
-    expect(await marksOf(yesterday)).to.deep.equal([]);
+    // the change feed names the row by its id, which tells its created_at to the millisecond: the
+    // marks of the rows before that stay
+    const kept = before.filter((m) => rows[m.rank].createdAt < victim.createdAt);
+    expect(kept.length).to.be.greaterThan(20);
+    expect(await marksOf(yesterday)).to.deep.equal(kept);
+    await expectMarksRight(yesterday);
     // marks built after that deletion stay through the next repair
     await buildDayMarks(em, { ...BUILD, since: threeDaysAgo });
     const built = await marksOf(yesterday);
@@ -221,7 +252,7 @@ describe('day marks', function () {
     const invalidated = new Promise<void>((resolve) => { inside = resolve; });
     const deletion = orm.em.fork().transactional(async (tx) => {
       const gone = await deleteSubmissionRow(tx, ORG, victim);
-      await invalidateDayMarks(tx, ORG, FORM, [utcDay(new Date(gone!.created_at))]);
+      await invalidateDayMarksFrom(tx, ORG, FORM, { createdAt: gone!.exact_created_at, id: gone!.id });
       inside();
       await held;
     });
@@ -241,6 +272,35 @@ describe('day marks', function () {
     await builder;
     await expectMarksRight(yesterday);
     await expectEveryPageRight('after the race');
+  });
+
+  it('never leaves a wrong mark when a builder commits between a deletion\'s row and its marks', async () => {
+    // no marks on yesterday; a deletion in its middle has deleted its row, not yet taken the marks' lock
+    await orm.em.fork().transactional((tx) => invalidateDayMarks(tx, ORG, FORM, [yesterday]));
+    const rows = await dayRows(yesterday);
+    const rank = 100;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let inside!: () => void;
+    const deleted = new Promise<void>((resolve) => { inside = resolve; });
+    const deletion = orm.em.fork().transactional(async (tx) => {
+      const gone = await deleteSubmissionRow(tx, ORG, rows[rank].id);
+      inside();
+      await held;
+      await invalidateDayMarksFrom(tx, ORG, FORM, { createdAt: gone!.exact_created_at, id: gone!.id });
+    });
+    await deleted;
+    // the builder sees the row (its deletion is uncommitted) and ranks the marks above it with it
+    await buildDayMarks(orm.em.fork(), { ...BUILD, since: yesterday });
+    expect((await marksOf(yesterday)).length).to.be.greaterThan(30);
+    release();
+    await deletion;
+    expect((await marksOf(yesterday)).map((m) => m.rank)).to.deep.equal([7, 14, 21, 28, 35, 42, 49, 56, 63, 70, 77, 84, 91, 98]);
+    await expectMarksRight(yesterday);
+    await expectEveryPageRight('after the race');
+    await buildDayMarks(em, { ...BUILD, since: threeDaysAgo });
+    await expectMarksRight(yesterday);
+    await expectEveryPageRight('built again');
   });
 
   it('drops, on its next run, the marks above a row committed later than the margin below them', async () => {

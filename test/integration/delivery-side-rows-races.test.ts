@@ -2,15 +2,15 @@ import { expect } from 'chai';
 import { loadConfig } from '../../config';
 import { prepareDatabase } from '../../src/app';
 import type { Em } from '../../src/db/orm';
+import { walkDeliverySideRows } from '../../src/domain/maintenance/delivery-side-rows';
 import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
-import type { DeliveryDecision } from '../../src/domain/webhooks/policy';
-import type { SendResult } from '../../src/domain/webhooks/sender';
 import {
   failDelivery, findDeliveryForAttempt, holdDelivery, recordDeliveryAttempt, releaseHeld, resetFailedDeliveries,
 } from '../../src/domain/webhooks/store';
 import { resetDeliveryForRetry } from '../../src/domain/webhooks/webhook-service';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
+import { attemptResult } from '../support/deliveries';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { freshQueuePrefix } from '../support/worker-stack';
 
@@ -18,7 +18,7 @@ import { freshQueuePrefix } from '../support/worker-stack';
  * The owed and failed rows beside the deliveries (src/README.md, "Webhook deliveries and HOT
  * updates") when statements on the same deliveries run at once (two jobs of one delivery, a retry
  * from the API during an attempt, the sweep's repair, recovery, retention), by the statements alone
- * (the triggers that bridge the previous release disabled, as the next release drops them): a
+ * (no trigger keeps them since Migration20261129000100_delivery_rollout_contract): a
  * pending delivery never lacks its owed row (it would never be swept again), nor has one due later
  * than it is; what a race leaves behind is only ever a row the sweep or recovery passes by.
  */
@@ -45,28 +45,17 @@ describe('owed and failed delivery rows under concurrent statements', function (
       expect(res.status, res.text).to.equal(201);
       webhooks.push(res.body.webhook.id);
     }
-    for (const name of ['insert', 'update', 'delete']) await api.query(`alter table webhook_deliveries disable trigger webhook_deliveries_side_rows_${name}`);
   });
   after(async () => {
     await api?.close();
     await dropDatabase(databaseUrl);
   });
 
-  function attemptResult(outcome: string): { result: SendResult; decision: DeliveryDecision } {
-    const statusCode = outcome === 'succeeded' ? 200 : 500;
-    const result = {
-      statusCode, retryAfterMs: null, error: statusCode === 200 ? null : `Unexpected status ${statusCode}`, durationMs: 5, responseExcerpt: null,
-    } as SendResult;
-    const decision: DeliveryDecision = outcome === 'succeeded' ? { kind: 'succeeded' }
-      : outcome === 'failed' ? { kind: 'failed' } : { kind: 'retry', delayMs: 0, retryAfterMs: null };
-    return { result, decision };
-  }
-
   const random = <T>(list: T[]): T => list[Math.floor(Math.random() * list.length)];
 
   async function op(ids: string[]): Promise<void> {
     const id = random(ids);
-    const kind = random(['attempt', 'attempt', 'attempt', 'retry', 'retry', 'fail', 'hold', 'release', 'recover', 'sweep', 'retention']);
+    const kind = random(['attempt', 'attempt', 'attempt', 'retry', 'retry', 'fail', 'hold', 'release', 'recover', 'sweep', 'retention', 'repair']);
     switch (kind) {
       case 'attempt': {
         // As a job does: the row read first, the attempt recorded later, whatever ran meanwhile.
@@ -89,7 +78,9 @@ describe('owed and failed delivery rows under concurrent statements', function (
           { since: new Date(Date.now() - 86_400_000), until: new Date(Date.now() + 1_000) }, 3);
         return;
       case 'sweep': await sweepOwed(api.app, 0); return;
-      case 'retention': await deleteEndedDeliveries(em(), 0);
+      case 'retention': await deleteEndedDeliveries(em(), 0); return;
+      // `deliveries repair` of one webhook, its pages read while the other statements change them
+      case 'repair': await walkDeliverySideRows(em(), { repair: true, webhookId: random(webhooks), pageSize: 3 }, () => {});
     }
   }
 

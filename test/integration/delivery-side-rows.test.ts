@@ -16,6 +16,7 @@ import { newId } from '../../src/lib/ids';
 import { jobIds } from '../../src/queues/catalogue';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { expectSideRowsExact } from '../support/deliveries';
 import { freshQueuePrefix } from '../support/worker-stack';
 
 /**
@@ -24,8 +25,8 @@ import { freshQueuePrefix } from '../support/worker-stack';
  * pending delivery, due when it is, and one in `webhook_delivery_failed` for each failed one,
  * whatever the service does to them. Checked after every step of random sequences of what the
  * service does (store, attempt, hold, release, fail, retry, recover, fan out, retention, delete or
- * disable a webhook), on a database of its own: by the statements alone (the triggers that bridge the
- * previous release during a rolling deploy disabled: the next release drops them), and with them.
+ * disable a webhook), on a database of its own: by the statements alone, as no trigger keeps them
+ * since the rollout's bridge was dropped (Migration20261129000100_delivery_rollout_contract).
  */
 describe('owed and failed delivery rows stay exact', function () {
   this.timeout(300_000);
@@ -62,29 +63,9 @@ describe('owed and failed delivery rows stay exact', function () {
     return res.body.webhook.id;
   }
 
-  const SIDE_TRIGGERS = ['webhook_deliveries_side_rows_insert', 'webhook_deliveries_side_rows_update', 'webhook_deliveries_side_rows_delete'];
-  async function setBridge(enabled: boolean): Promise<void> {
-    for (const name of SIDE_TRIGGERS) {
-      await api.query(`do $$ begin
-        if exists (select from pg_trigger where tgname = '${name}') then
-          execute 'alter table webhook_deliveries ${enabled ? 'enable' : 'disable'} trigger ${name}';
-        end if; end $$`);
-    }
-  }
-
   /** The side tables against what the deliveries say, in one snapshot. */
   async function expectExact(after: string): Promise<void> {
-    const [{ owed, pending, failed, failedRows }] = await api.query(`select
-      (select coalesce(json_agg(x order by x), '[]') from (select delivery_id || ' ' || organization_id || ' ' || webhook_id || ' ' || next_attempt_at::text as x
-         from webhook_delivery_owed) o) as owed,
-      (select coalesce(json_agg(x order by x), '[]') from (select id || ' ' || organization_id || ' ' || webhook_id || ' ' || coalesce(next_attempt_at, created_at)::text as x
-         from webhook_deliveries where status = 'pending') d) as pending,
-      (select coalesce(json_agg(x order by x), '[]') from (select delivery_id || ' ' || organization_id || ' ' || webhook_id || ' ' || created_at::text as x
-         from webhook_delivery_failed) f) as "failedRows",
-      (select coalesce(json_agg(x order by x), '[]') from (select id || ' ' || organization_id || ' ' || webhook_id || ' ' || created_at::text as x
-         from webhook_deliveries where status = 'failed') d) as failed`);
-    expect(owed, `owed rows after ${after}`).to.deep.equal(pending);
-    expect(failedRows, `failed rows after ${after}`).to.deep.equal(failed);
+    await expectSideRowsExact(api.query, after);
   }
 
   type Op =
@@ -206,7 +187,6 @@ describe('owed and failed delivery rows stay exact', function () {
   }
 
   it('the sweep of owed work repairs an owed row its delivery disagrees with (gone, ended, due at another time) and queues none of them', async () => {
-    await setBridge(false);
     await call(api.url, 'POST', `/v1/forms/${formId}/submissions`, { key: tenant.key, body: { data: { fld_email: 'a@example.com' } } });
     const [ended, moved] = await deliveries(`status = 'pending'`);
     await api.query(`update webhook_deliveries set status = 'succeeded', next_attempt_at = null where id = ?`, [ended.id]);
@@ -220,17 +200,14 @@ describe('owed and failed delivery rows stay exact', function () {
     for (const id of [ended.id, moved.id, 'dlv_gone000000000000001']) expect(await queue.getJob(jobIds.deliver(id)), id).to.equal(undefined);
   });
 
-  for (const bridge of [false, true]) {
-    it(bridge ? 'with the rolling deploy\'s triggers' : 'by the statements alone (the triggers disabled)', async () => {
-      await setBridge(bridge);
-      await fc.assert(fc.asyncProperty(fc.array(ops, { minLength: 5, maxLength: 25 }), async (sequence) => {
-        for (const [i, op] of sequence.entries()) {
-          await run(op);
-          await expectExact(`step ${i} ${JSON.stringify(op)}`);
-        }
-      }), { numRuns: 20 });
-    });
-  }
+  it('after every step of random sequences of what the service does', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(ops, { minLength: 5, maxLength: 25 }), async (sequence) => {
+      for (const [i, op] of sequence.entries()) {
+        await run(op);
+        await expectExact(`step ${i} ${JSON.stringify(op)}`);
+      }
+    }), { numRuns: 20 });
+  });
 });
 
 /**

@@ -55,4 +55,42 @@ describe('migration runner', function () {
       await Promise.all([holder.end(), reader.end()]);
     }
   });
+
+  it('runs again a migration that lost a deadlock', async () => {
+    const url = sideDatabaseUrl('migrator_deadlock');
+    await ensureDatabase(url);
+    const own = await initOrm(url, 1, { timeouts: ADMIN_DB_TIMEOUTS });
+    const reader = new Client({ connectionString: url });
+    const observer = new Client({ connectionString: url });
+    try {
+      // Everything before the one that drops the storing statement's foreign keys.
+      await own.getMigrator().up({ to: 'Migration20261128000401_month_counts_backfill' });
+      await Promise.all([reader.connect(), observer.connect()]);
+      // A transaction that reads `submissions`, then `forms`: the migration locks `forms` and waits
+      // for `submissions`; the read of `forms` waits for it, and PostgreSQL cancels the one that
+      // waited first, the migration.
+      await reader.query('begin; select count(*) from submissions;');
+      const lines: string[] = [];
+      const migrating = migrate(own, (line) => lines.push(line));
+      for (let waited = 0; ; waited += 20) {
+        const { rows } = await observer.query(`select 1 from pg_stat_activity
+          where wait_event_type = 'Lock' and query like '%drop constraint if exists submissions_form_id_fkey1%'`);
+        if (rows.length) break;
+        if (waited > 10_000) throw new Error('the migration never waited for the reader');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await reader.query('select count(*) from forms');
+      await reader.query('commit');
+      const applied = await migrating;
+      const dropped = applied.find((m) => m.name === 'Migration20261129000300_storing_without_foreign_keys');
+      expect(dropped, JSON.stringify(applied)).to.exist;
+      expect(dropped!.attempts).to.be.greaterThan(1);
+      expect(lines.join('\n')).to.match(/storing_without_foreign_keys: a statement lost a deadlock/);
+    } finally {
+      await reader.query('rollback').catch(() => {});
+      await Promise.all([reader.end().catch(() => {}), observer.end().catch(() => {})]);
+      await own.close();
+      await dropDatabase(url);
+    }
+  });
 });

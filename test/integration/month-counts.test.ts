@@ -2,11 +2,10 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Client } from 'pg';
 import { Migration20261128000401_month_counts_backfill } from '../../src/db/migrations/Migration20261128000401_month_counts_backfill';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { quotaMonth } from '../../src/domain/quotas/quota';
-import { foldDayCounts, formSpansSql, keepMonthCounts } from '../../src/domain/submissions/day-counts';
+import { foldDayCounts, formSpansSql } from '../../src/domain/submissions/day-counts';
 import { spanParts } from '../../src/domain/submissions/day-windows';
 import { createSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import type { SubmissionRow } from '../../src/domain/submissions/storing-statement';
@@ -15,7 +14,6 @@ import { rollupUsage } from '../../src/domain/usage/rollup';
 import { newTimeOrderedId } from '../../src/lib/ids';
 import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
 import { expectDayCountsExact, expectMonthCountsExact } from '../support/day-counts';
-import { asPreviousRelease, PREVIOUS_FOLD_SQL } from '../support/previous-release';
 import { DIST_ROOT } from '../support/processes';
 
 const DAY_MS = 86_400_000;
@@ -26,14 +24,12 @@ const execFileAsync = promisify(execFile);
  * slots, and a page reads the days of the months it lies in. Over an archive of many months, every
  * page and total equals the count(*)/OFFSET query before and after the fold, after deletions of old
  * rows, after a drift and its repair; the month rows stay the sum of their days' slot 0, kept by the
- * fold and the repair themselves and, during the rollout, by the trigger that follows the previous
- * release's writes.
+ * fold, the repair and retention themselves.
  */
 describe('month counts', function () {
   this.timeout(120_000);
   let t: TestApp;
   let tenant: TestTenant;
-  const clients: Client[] = [];
 
   before(async () => {
     t = await startTestApp();
@@ -41,7 +37,6 @@ describe('month counts', function () {
     await createSubmissionPartitions(t.app.orm.em.fork(), new Date(Date.now() - 460 * DAY_MS), 17);
   });
   after(async () => {
-    await Promise.all(clients.map((c) => c.end().catch(() => {})));
     await t.close();
   });
 
@@ -228,7 +223,6 @@ describe('month counts', function () {
     // 200 forms of 150 folded days each, their month rows, and a few unfolded slots of the first
     const em = t.app.orm.em.fork();
     await em.transactional(async (tx) => {
-      await keepMonthCounts(tx);
       await tx.execute(
         `insert into submission_day_counts (organization_id, form_id, day, slot, count)
          select ?, 'form_plan' || (i % 200), current_date - 3 - (i / 200), 0, 2 from generate_series(0, 29999) i`, [tenant.organizationId]);
@@ -265,78 +259,30 @@ describe('month counts', function () {
       expect(total).to.equal(150 * 2 + 4);
     } finally {
       await em.transactional(async (tx) => {
-        await keepMonthCounts(tx);
         await tx.execute(`delete from submission_day_counts where form_id like 'form_plan%'`);
         await tx.execute(`delete from submission_month_counts where form_id like 'form_plan%'`);
       });
     }
   });
 
-  describe('during the rollout', () => {
-    /** A connection on which the previous release's storing and deleting statements write slot 0 (its slot: pid modulo 16). */
-    async function slotZeroClient(): Promise<Client> {
-      for (;;) {
-        const client = new Client({ connectionString: process.env.DATABASE_URL });
-        await client.connect();
-        const { rows: [{ pid }] } = await client.query('select pg_backend_pid() as pid');
-        if (pid % 16 === 0) {
-          clients.push(client);
-          return client;
-        }
-        await client.end();
-      }
-    }
+  it('rebuilds the month rows from none by the backfill its migration runs, and adds nothing run again', async () => {
+    const { form } = await archive();
+    await storeAll([rowAt(form, new Date(Date.now() - 50 * DAY_MS), 3)]);
+    while (await foldDayCounts(t.app.orm.em.fork()) > 0);
+    await expectPagesExact(form.id, 'folded');
 
-    const positional = (sql: string) => {
-      let n = 0;
-      return sql.replace(/\?/g, () => `$${++n}`);
+    // the backfill (what the migration runs): from no month row at all, and run again
+    const months = await monthRows(form.id);
+    await t.query('delete from submission_month_counts where form_id = ?', [form.id]);
+    const backfill = async () => {
+      const migration = new Migration20261128000401_month_counts_backfill(t.app.orm.em.getDriver(), t.app.orm.config);
+      await migration.up();
+      for (const sql of migration.getQueries()) if (typeof sql === 'string' && sql.startsWith('insert')) await t.query(sql);
     };
-
-    it('keeps the month rows of what the previous release folds, stores and deletes in slot 0 (the trigger), and the backfill rebuilds them', async () => {
-      const { form, rows } = await archive();
-      const client = await slotZeroClient();
-      // the previous release's stores and deletions on a slot-0 connection: a row and its count in
-      // slot 0 in one transaction, as its storing statement adds them (an old day and today), and its
-      // own deleting statement
-      for (const at of [new Date(Date.now() - 100 * DAY_MS), new Date(Date.now() - 30_000)]) {
-        await client.query('begin');
-        await client.query(`insert into submissions (id, organization_id, form_id, data, source, created_at) values ($1, $2, $3, '{}'::jsonb, 'api', $4)`,
-          [newTimeOrderedId('sub', at), tenant.organizationId, form.id, at.toISOString()]);
-        await client.query(`insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
-          values ($1, $2, ($3::timestamptz at time zone 'UTC')::date, pg_backend_pid() % 16, 1)
-          on conflict (form_id, day, slot) do update set count = c.count + excluded.count`, [tenant.organizationId, form.id, at.toISOString()]);
-        await client.query('commit');
-      }
-      for (const row of rows.filter((_, i) => i % 13 === 3)) {
-        const { rowCount } = await client.query(positional(asPreviousRelease(DELETE_SUBMISSION_SQL)), [row.id, tenant.organizationId]);
-        expect(rowCount).to.equal(1);
-      }
-      const [{ n: slotZero }] = await t.query('select count(*)::int as n from submission_day_counts where form_id = ? and slot = 0', [form.id]);
-      expect(slotZero, 'the previous release wrote slot 0').to.be.greaterThan(0);
-      await expectPagesExact(form.id, 'previous release stored and deleted');
-
-      // its fold, then this release's
-      let folded = 0;
-      for (let n = -1; n !== 0; folded += n) [{ folded: n }] = await t.query(PREVIOUS_FOLD_SQL, [10_000]);
-      expect(folded).to.be.greaterThan(0);
-      await expectPagesExact(form.id, 'previous release folded');
-      await storeAll([rowAt(form, new Date(Date.now() - 50 * DAY_MS), 3)]);
-      while (await foldDayCounts(t.app.orm.em.fork()) > 0);
-      await expectPagesExact(form.id, 'both folded');
-
-      // the backfill (what the migration runs): from no month row at all, and run again
-      const months = await monthRows(form.id);
-      await t.query('delete from submission_month_counts where form_id = ?', [form.id]);
-      const backfill = async () => {
-        const migration = new Migration20261128000401_month_counts_backfill(t.app.orm.em.getDriver(), t.app.orm.config);
-        await migration.up();
-        for (const sql of migration.getQueries()) if (typeof sql === 'string' && sql.startsWith('insert')) await t.query(sql);
-      };
-      await backfill();
-      expect(await monthRows(form.id)).to.deep.equal(months);
-      await backfill();
-      expect(await monthRows(form.id)).to.deep.equal(months);
-      await expectPagesExact(form.id, 'backfilled');
-    });
+    await backfill();
+    expect(await monthRows(form.id)).to.deep.equal(months);
+    await backfill();
+    expect(await monthRows(form.id)).to.deep.equal(months);
+    await expectPagesExact(form.id, 'backfilled');
   });
 });

@@ -83,6 +83,10 @@ describe('reads that name their partition', function () {
       values ('sub_legacyRandom000001', 'org_r', 'form_r', '{}', 'api', now() - interval '20 months')`);
     await seed(orm, `insert into submission_day_counts (organization_id, form_id, day, slot, count)
       select organization_id, form_id, (created_at at time zone 'UTC')::date, 0, count(*) from submissions group by 1, 2, 3`);
+    // and their month rows, as the fold keeps them with slot 0
+    await seed(orm, `insert into submission_month_counts (organization_id, form_id, month, count)
+      select organization_id, form_id, date_trunc('month', day::timestamp)::date, sum(count) from submission_day_counts
+       where slot = 0 group by 1, 2, 3`);
     await seed(orm, 'analyze submissions');
     [{ n: allPartitions }] = await em.getConnection().execute(
       `select count(*)::int as n from pg_inherits where inhparent = 'submissions'::regclass`);

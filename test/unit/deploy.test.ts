@@ -31,6 +31,7 @@ const SERVICE_METRICS: ReadonlyArray<{ name: string; type: 'counter' | 'gauge' |
   { name: 'formservice_quota_rejections_total', type: 'counter' },
   { name: 'formservice_submissions_total', type: 'counter' },
   { name: 'formservice_payment_refunds_total', type: 'counter' },
+  { name: 'formservice_replica_read_failures_total', type: 'counter' },
 ];
 
 type Labels = Record<string, string>;

@@ -37,6 +37,16 @@ describe('migration rules', () => {
     expect(whats(auditMigration(wrap('alter table outbox add constraint o_fk foreign key (organization_id) references organizations(id);'))))
       .to.deep.equal(['add a check or foreign key to existing table outbox without not valid (scans it under lock)']);
     expect(whats(auditMigration(wrap('lock table submissions in exclusive mode;')))).to.deep.equal(['lock table submissions']);
+    // a configuration table's lock taken first, to order a step's locks as the service's statements do
+    expect(auditMigration(wrap('lock table forms in access exclusive mode; alter table submissions drop constraint if exists s_fkey;'))).to.deep.equal([]);
+    // but not a traffic table locked beside it in the same statement, nor with `table` or `only` left out or put in
+    expect(whats(auditMigration(wrap('lock table forms, submissions in access exclusive mode;')))).to.deep.equal(['lock table submissions']);
+    expect(whats(auditMigration(wrap('lock forms, only submission_changes;')))).to.deep.equal(['lock table submission_changes']);
+    expect(whats(auditMigration(wrap('lock table only "submissions" nowait;')))).to.deep.equal(['lock table submissions']);
+    expect(whats(auditMigration(wrap('truncate table outbox;')))).to.deep.equal(['truncate table outbox']);
+    // a trigger on truncate truncates nothing when it is created
+    expect(auditMigration(wrap(`create or replace trigger f_truncate after truncate on forms for each statement execute function f();
+create trigger g before insert or truncate on outbox for each statement execute function g();`))).to.deep.equal([]);
   });
 
   it('refuses dropping an index, even concurrently, unless the migration builds it itself (a failed attempt\'s leftover)', () => {

@@ -102,8 +102,19 @@ export function auditMigration(source: string, earlierSql = ''): Finding[] {
       findings.push({ kind: 'blocking', what: `add a unique or primary key constraint to existing table ${table} without using index`, object: table });
     }
   }
-  for (const m of sql.matchAll(new RegExp(`(lock table|truncate(?: table)?|vacuum full|cluster) ${NAME}`, 'g'))) {
+  // (a trigger's event, `after truncate on t` or `insert or truncate on t`, truncates nothing)
+  for (const m of sql.matchAll(new RegExp(`(?<!(?:after|before|or) )\\b(truncate(?: table)?|vacuum full|cluster) ${NAME}`, 'g'))) {
     findings.push({ kind: 'blocking', what: `${m[1]} ${m[2]}`, object: m[2] });
+  }
+  // `lock [table] [only] a, [only] b … [in … mode] [nowait]`: every table it names
+  for (const m of sql.matchAll(/\block (?:table )?([^;]*?)(?: in [a-z ]+ mode)?(?: nowait)?(?:;|$)/g)) {
+    for (const name of m[1].split(',').map((n) => n.trim().replace(/^only /, '').replace(/"/g, ''))) {
+      // A configuration table locked first, so that a step which must lock it with a traffic table
+      // (dropping a foreign key locks the referencing table, then the referenced one) takes them in the
+      // order the service's statements do, and cannot deadlock with them; it waits no longer than any
+      // statement (lock_timeout), and scans nothing.
+      if (!SMALL_TABLES.has(name)) findings.push({ kind: 'blocking', what: `lock table ${name}`, object: name });
+    }
   }
   if (/\bconcurrently\b/.test(sql) && !/istransactional\s*\(\s*\)\s*(?::\s*boolean\s*)?\{\s*return false/i.test(source.replace(/\s+/g, ' '))) {
     findings.push({ kind: 'blocking', what: 'concurrently in a transactional migration (override isTransactional() to return false)' });

@@ -1,6 +1,7 @@
 import type { AppContext } from '../../src/app';
 import { purgeSubmissionChanges } from '../../src/domain/submissions/changes';
 import { buildDayMarks } from '../../src/domain/submissions/day-marks';
+import { metrics } from '../../src/lib/metrics';
 import { dropExpiredSubmissionPartitions, ensureSubmissionPartitions } from '../../src/domain/submissions/partitions';
 import { runMaintenance } from '../../src/domain/maintenance/maintenance';
 import { sweepAbandonedPayments } from '../../src/domain/payments/refunds';
@@ -68,4 +69,12 @@ export const maintenance = async (app: AppContext) => {
   };
 };
 export const sweep = async (app: AppContext) => sweepOwed(app);
-export const markDays = async (app: AppContext) => buildDayMarks(app.orm.em.fork(), app.config.dayMarks);
+export const markDays = async (app: AppContext) => {
+  const run = await buildDayMarks(app.orm.em.fork(), app.config.dayMarks);
+  for (const { formId, day, code, message } of run.failed) {
+    app.logger.warn({ formId, day, code, err: message },
+      'the day marks of this form and day could not be built; the other days went on, and this one takes its turn after them (deploy/README.md: FormServiceDayMarksFailing)');
+  }
+  metrics.dayMarkFailures.inc(run.failed.length);
+  return run;
+};

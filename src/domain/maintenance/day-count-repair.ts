@@ -5,7 +5,8 @@ import {
   repairFormDays, repairFormMonths, writeRepairMark,
   type DayDrift, type MonthDrift,
 } from '../submissions/day-counts';
-import { invalidateDayMarksNotSeeing } from '../submissions/day-marks';
+import { invalidateDayMarksNotSeeing, type RecordedDeletion } from '../submissions/day-marks';
+import { deleteRowsOfDeletedParents } from '../submissions/deletion';
 import { monthsOfDays, utcDay } from '../submissions/day-windows';
 
 // The day counts' check and repair (README "Day counts that heal"): through the whole archive, form
@@ -42,6 +43,8 @@ export async function walkDayCounts(em: Em, opts: { repair: boolean; formId?: st
     const page = await list(em, after, FORMS_PAGE, opts.formId);
     for (const form of page) {
       forms++;
+      // rows stored while the form was deleted by hand outlived its delete trigger: they go, and the days count nothing
+      if (opts.repair && list === listOrphanCountedForms) await deleteRowsOfDeletedParents(em, [form.id], [form.organizationId]);
       const span = await formDaySpan(em, form.id);
       const walked = new Set<string>();
       const walk = async (days: string[]) => {
@@ -78,10 +81,15 @@ const LOCK_TIMEOUT = '55P03';
 /** PostgreSQL's statement_timeout. */
 const STATEMENT_TIMEOUT = '57014';
 
-/** What a run of the maintenance's repair did: the days it repaired, and the forms it passed over (their count of a day's rows ran past the statement timeout). */
+/**
+ * What a run of the maintenance's repair did: the days it repaired, the forms it passed over (their
+ * count of a day's rows ran past the statement timeout), and the submissions it deleted whose form
+ * had been deleted by hand while they were stored (deleteRowsOfDeletedParents).
+ */
 export interface RecentRepair {
   repaired: FormDrift[];
   skipped: Array<{ formId: string; days: string[] }>;
+  orphansDeleted: number;
 }
 
 /** The writes a run repairs before moving its mark: an hour of them. */
@@ -107,11 +115,12 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
   const readTo = await databaseNow(em);
   const repaired: FormDrift[] = [];
   const skipped: RecentRepair['skipped'] = [];
+  let orphansDeleted = 0;
   for (let from = new Date(Math.max(floor, (mark?.getTime() ?? floor) - OVERLAP_MS)); ;) {
     const last = from.getTime() + WINDOW_MS >= readTo.getTime();
     const until = last ? null : new Date(from.getTime() + WINDOW_MS);
     const forms = new Map<string, { organizationId: string; days: Set<string> }>();
-    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; xids: string[] }>();
+    const deletedDays = new Map<string, { organizationId: string; formId: string; day: string; deletions: RecordedDeletion[] }>();
     const add = (formId: string, organizationId: string, day: string) => {
       const form = forms.get(formId) ?? { organizationId, days: new Set<string>() };
       form.days.add(day);
@@ -128,13 +137,16 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
         const day = utcDay(new Date(idAt));
         add(d.formId, d.organizationId, day);
         const key = `${d.formId}/${day}`;
-        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, xids: [] };
-        seen.xids.push(d.xid);
+        const seen = deletedDays.get(key) ?? { organizationId: d.organizationId, formId: d.formId, day, deletions: [] };
+        seen.deletions.push({ xid: d.xid, submissionId: d.submissionId });
         deletedDays.set(key, seen);
       }
       if (lastRead) break;
       at = end;
     }
+    // A row stored while an operator deleted its form or organization by hand outlived the delete
+    // trigger: it was written in this window, so its form is among these. Gone, and then recounted to nothing.
+    orphansDeleted += await deleteRowsOfDeletedParents(em, [...forms.keys()], [...new Set([...forms.values()].map((f) => f.organizationId))]);
     for (const [formId, form] of forms) {
       const days = [...form.days].sort();
       try {
@@ -144,7 +156,7 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       } catch (err) {
         const code = (err as { code?: string }).code;
         // a form being repaired meanwhile (`counts repair`) or retention running: the next run takes this hour again
-        if (code === LOCK_TIMEOUT) return { repaired, skipped };
+        if (code === LOCK_TIMEOUT) return { repaired, skipped, orphansDeleted };
         // a day of this form too big to count inside the workers' statement timeout: the others go on,
         // the mark moves, and the worker names the form for `counts repair`, which has no such limit
         if (code === STATEMENT_TIMEOUT) {
@@ -155,13 +167,13 @@ export async function repairRecentDayCounts(em: Em, now = new Date()): Promise<R
       }
     }
     // A deletion by the previous release (a rolling deploy) left its day's marks in place: those
-    // whose snapshot may not have seen it go, with every mark above them (this release's deletions
-    // deleted them already; the marks built since saw them).
+    // above its row whose snapshot may not have seen it go, with every mark above them (this
+    // release's deletions deleted them already; the marks built since saw them).
     for (const d of deletedDays.values()) {
-      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.xids));
+      await em.transactional((tx) => invalidateDayMarksNotSeeing(tx, d.organizationId, d.formId, d.day, d.deletions));
     }
     await writeRepairMark(em, until ?? readTo);
-    if (!until) return { repaired, skipped };
+    if (!until) return { repaired, skipped, orphansDeleted };
     from = until;
   }
 }

@@ -18,6 +18,8 @@ export interface MaintenanceReport {
   dayCountsRepairFailed: string | null;
   /** Forms whose days the repair passed over (a day's count ran past the statement timeout): for `counts repair --form`. */
   dayCountsRepairSkipped: Array<{ formId: string; days: string[] }>;
+  /** Submissions stored while their form was deleted by hand, which the repair found and deleted. */
+  orphanSubmissionsDeleted: number;
   dayCountsFolded: number;
 }
 
@@ -25,7 +27,8 @@ export interface MaintenanceReport {
  * Expired idempotency records go; webhooks failing for more than 5 days are disabled; the day
  * counts of every (form, day) written since the previous run are rebuilt from the rows
  * (repairRecentDayCounts: what a previous release stored or deleted without counting during a
- * rolling deploy heals within the hour), then the usage roll-up is recounted in full (deleted submissions leave it); past the
+ * rolling deploy heals within the hour; a submission stored while its form was deleted by hand is
+ * deleted), then the usage roll-up is recounted in full (deleted submissions leave it); past the
  * retention period, processed outbox rows, ended deliveries (their attempts go with them) and ended
  * CRM syncs are removed. Pending ones stay whatever their age: they are still owed. The slots of
  * the forms' past days are folded into one each (foldDayCounts).
@@ -39,10 +42,12 @@ export async function runMaintenance(em: Em, opts: { retentionDays: number } = {
   let dayCountsRepaired = 0;
   let dayCountsRepairFailed: string | null = null;
   let dayCountsRepairSkipped: MaintenanceReport['dayCountsRepairSkipped'] = [];
+  let orphanSubmissionsDeleted = 0;
   try {
-    const { repaired, skipped } = await repairRecentDayCounts(em);
+    const { repaired, skipped, orphansDeleted } = await repairRecentDayCounts(em);
     dayCountsRepaired = repaired.length;
     dayCountsRepairSkipped = skipped;
+    orphanSubmissionsDeleted = orphansDeleted;
   } catch (err) {
     dayCountsRepairFailed = (err as Error).message;
   }
@@ -53,6 +58,7 @@ export async function runMaintenance(em: Em, opts: { retentionDays: number } = {
     dayCountsRepaired,
     dayCountsRepairFailed,
     dayCountsRepairSkipped,
+    orphanSubmissionsDeleted,
     outboxRowsDeleted: await deleteProcessedOutboxRows(em, opts.retentionDays),
     deliveriesDeleted: await deleteEndedDeliveries(em, opts.retentionDays),
     crmSyncsDeleted: await deleteEndedSyncs(em, opts.retentionDays),

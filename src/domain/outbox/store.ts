@@ -89,7 +89,7 @@ export async function findOverdueSyncs(em: Em, graceMs: number, neverAttempted =
  * owed rows (`webhook_delivery_owed`, src/README.md "Webhook deliveries and HOT updates"), each with
  * its delivery's job_group (the group job that may still hold it). With `neverAttempted`, only those
  * whose first attempt has not been made, and any whose owed row disagrees with the delivery (for
- * repairOwed).
+ * repairSideRows).
  */
 export async function findOverdueDeliveries(
   em: Em, graceMs: number, neverAttempted = false, after: OwedCursor | null = null,

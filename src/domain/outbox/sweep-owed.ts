@@ -1,5 +1,5 @@
 import { requeueDelivery } from '../webhooks/jobs';
-import { repairOwed } from '../webhooks/store';
+import { repairSideRows } from '../webhooks/store';
 import type { OutboxDeps } from './relay';
 import type { Em } from '../../db/orm';
 import { findOverdueDeliveries, findOverdueSyncs, OWED_BATCH, type OwedCursor, type OwedRow } from './store';
@@ -58,7 +58,7 @@ type FindOverdue = (em: Em, graceMs: number, neverAttempted: boolean, after: Owe
  */
 async function sweepTable(
   em: Em, kind: 'deliveries' | 'syncs', find: FindOverdue, graceMs: number, neverAttempted: boolean,
-  queue: (row: OwedRow) => Promise<'queued' | 'live'>, repair: (ids: string[]) => Promise<void> = async () => undefined,
+  queue: (row: OwedRow) => Promise<'queued' | 'live'>, repair: (ids: string[]) => Promise<unknown> = async () => undefined,
 ): Promise<number> {
   const key = `${kind}:${neverAttempted ? 'unqueued' : 'owed'}`;
   let after = cursors.get(key) ?? null;
@@ -89,7 +89,7 @@ async function sweep(deps: OutboxDeps, graceMs: number, neverAttempted: boolean)
   const em = deps.orm.em.fork();
   const deliveriesQueued = await sweepTable(em, 'deliveries', findOverdueDeliveries, graceMs, neverAttempted,
     ({ id, job_group: group }) => requeueDelivery(deps.producer, { id, jobGroup: group }, { promoteDelayed: true }),
-    (ids) => repairOwed(em, ids));
+    (ids) => repairSideRows(em, ids));
   const syncsQueued = await sweepTable(em, 'syncs', findOverdueSyncs, graceMs, neverAttempted,
     ({ id }) => deps.producer.requeue('crm', 'sync', { syncId: id }, { promoteDelayed: true }));
   return { deliveriesQueued, syncsQueued };

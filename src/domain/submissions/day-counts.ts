@@ -153,16 +153,6 @@ export async function countFormRowsBetween(em: Em, formId: string, from: Date, u
 export const FOLD_AFTER_DAYS = 2;
 
 /**
- * Says, for the rest of the transaction, that it keeps the month rows itself: the trigger that
- * follows the previous release's writes of slot 0 into them during the rollout
- * (Migration20261128000400_submission_month_counts) passes over its writes. Every transaction of
- * this release that writes slot 0 runs it first.
- */
-export async function keepMonthCounts(tx: Em): Promise<void> {
-  await tx.execute(`select set_config('form_service.month_counts', 'kept', true)`);
-}
-
-/**
  * A CTE named `name` adding to the month rows what the slot-0 upsert `upserted` changed: it returns
  * `organization_id, form_id, day, count` (the slot's count after), `added` returns `form_id, day, n`
  * (what it added). A month row sums its days' slot 0 each at 0 or more, so a day adds
@@ -195,7 +185,6 @@ function followMonthsSql(name: string, upserted: string, added: string): string 
  */
 export async function foldDayCounts(em: Em, limit = 10_000): Promise<number> {
   return em.transactional(async (tx) => {
-    await keepMonthCounts(tx);
     const [row] = await tx.execute(FOLD_DAY_COUNTS_SQL, [limit]);
     return row.folded;
   });
@@ -230,7 +219,6 @@ export const FOLD_DAY_COUNTS_SQL = `with picked as (
  * to them; see dropExpiredSubmissionPartitions).
  */
 export async function deleteDayCountsBefore(tx: Em, cutoff: Date): Promise<void> {
-  await keepMonthCounts(tx);
   await tx.execute('delete from submission_day_counts where day < (?::timestamptz at time zone \'UTC\')::date', [cutoff.toISOString()]);
   await tx.execute('delete from submission_month_counts where month < (?::timestamptz at time zone \'UTC\')::date', [cutoff.toISOString()]);
 }
@@ -307,7 +295,6 @@ export async function repairFormDays(em: Em, organizationId: string, formId: str
   if (!days.length) return [];
   return em.transactional(async (tx) => {
     await lockFormRepair(tx, formId);
-    await keepMonthCounts(tx);
     const drift = toDrift(await tx.execute(
       `with ${DRIFT_SQL}, fixed as (
          insert into submission_day_counts as c (organization_id, form_id, day, slot, count)
@@ -376,7 +363,6 @@ export async function repairFormMonths(em: Em, organizationId: string, formId: s
   if (!months.length) return [];
   return em.transactional(async (tx) => {
     await lockFormRepair(tx, formId);
-    await keepMonthCounts(tx);
     return toMonthDrift(await tx.execute(
       `with ${MONTH_DRIFT_SQL}, fixed as (
          insert into submission_month_counts as m (organization_id, form_id, month, count)

@@ -2,10 +2,15 @@ import type { Em } from '../../db/orm';
 import { FILES_OF_DELETED_SQL } from '../files/store';
 import { recordChangesSql } from './change-records';
 import { countDaysSql } from './day-counts';
+import { exactTimeSql } from './day-marks';
 import { SUBMISSION_DELETED_TOPIC } from './fanout-store';
 import { idWindowParams, isOpenWindow, OPEN_WINDOW } from './partitions';
 
-/** Deleting a submission: its row (with its change record, its day's count and its files), the deletion's outbox row, the scrub of its ended deliveries. */
+/**
+ * Deleting a submission: its row (with its change record, its day's count and its files), the
+ * deletion's outbox row, the scrub of its ended deliveries; and the rows a storing statement left
+ * behind a form or organization deleted by hand (deleteRowsOfDeletedParents).
+ */
 
 /** What the deletion event needs, captured while the submission and its form are still there. */
 export interface SubmissionDeletedFacts {
@@ -42,23 +47,31 @@ with gone as (
   returning id, organization_id, form_id, created_at
 ), ${DELETED_CHANGE_SQL}, ${countDaysSql('day_uncounted', 'select g.organization_id, g.form_id, g.created_at, -1 as delta from gone g')
 }, ${FILES_OF_DELETED_SQL}
-select gone.id, gone.form_id, gone.created_at, f.title as form_title from gone join forms f on f.id = gone.form_id`;
+select gone.id, gone.form_id, gone.created_at, ${exactTimeSql('gone.created_at')} as exact_created_at, f.title as form_title
+  from gone join forms f on f.id = gone.form_id`;
 
 /** DELETE_SUBMISSION_IN_WINDOW_SQL over every month (parameters: id, organization). */
 export const DELETE_SUBMISSION_SQL = DELETE_SUBMISSION_IN_WINDOW_SQL
   .replace('and created_at >= ?::timestamptz and created_at < ?::timestamptz', '');
+
+/** The row DELETE_SUBMISSION_IN_WINDOW_SQL deleted; `exact_created_at` to the microsecond, its place in its day (DayPosition). */
+export interface DeletedRow {
+  id: string;
+  form_id: string;
+  form_title: string;
+  created_at: Date | string;
+  exact_created_at: string;
+}
 
 /**
  * Deletes the row of DELETE_SUBMISSION_IN_WINDOW_SQL in its id's month; undefined when the
  * organization has no such submission. A miss there looks again over every month, for a row stored
  * before ids carried their time (findSubmissionRow in read-store.ts does the same).
  */
-export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string)
-  : Promise<{ id: string; form_id: string; form_title: string; created_at: Date | string } | undefined> {
+export async function deleteSubmissionRow(tx: Em, organizationId: string, submissionId: string): Promise<DeletedRow | undefined> {
   const window = idWindowParams(submissionId);
   const run = async (w: [string, string]) => {
-    const [gone] = await tx.execute<Array<{ id: string; form_id: string; form_title: string; created_at: Date | string }>>(
-      DELETE_SUBMISSION_IN_WINDOW_SQL, [submissionId, organizationId, ...w]);
+    const [gone] = await tx.execute<DeletedRow[]>(DELETE_SUBMISSION_IN_WINDOW_SQL, [submissionId, organizationId, ...w]);
     return gone;
   };
   return await run(window) ?? (isOpenWindow(window) ? undefined : await run(OPEN_WINDOW));
@@ -79,4 +92,32 @@ export async function scrubEndedDeliveries(tx: Em, organizationId: string, event
         and payload::jsonb #> '{data,submission,data}' is not null`,
     [organizationId, eventId],
   );
+}
+
+/**
+ * Rows a storing statement committed for a form or organization an operator deleted by hand
+ * meanwhile (src/README.md, "Submissions without foreign keys"): the parent's delete trigger deleted
+ * what it could see, not a row committed after it. Of `formIds`, those no longer in `forms` lose
+ * their submissions; of `organizationIds`, those no longer in `organizations` their change records
+ * (an organization's forms go with it, and their submissions with them). The service never deletes
+ * either parent, and ids are never used again, so an id missing from its table is one deleted by
+ * hand. A probe of the parent per id, then the indexes by form and by organization for the few gone.
+ * Answers the submissions deleted.
+ */
+export async function deleteRowsOfDeletedParents(em: Em, formIds: string[], organizationIds: string[]): Promise<number> {
+  if (!formIds.length && !organizationIds.length) return 0;
+  const [row] = await em.getConnection().execute(
+    `with gone_forms as (
+       select f.id from unnest(string_to_array(?, ',')) f(id) where not exists (select from forms x where x.id = f.id)
+     ), gone_organizations as (
+       select o.id from unnest(string_to_array(?, ',')) o(id) where not exists (select from organizations x where x.id = o.id)
+     ), changes as (
+       delete from submission_changes c using gone_organizations g where c.organization_id = g.id
+     ), rows as (
+       delete from submissions s using gone_forms g where s.form_id = g.id returning 1
+     )
+     select count(*)::int as n from rows`,
+    [formIds.join(','), organizationIds.join(',')],
+  );
+  return row.n;
 }

@@ -1,9 +1,9 @@
 import type { Em } from '../../db/orm';
 import { eventIdForSubmission } from '../webhooks/events';
 import { countFormRowsBetween, readFormDays, readFormSpans } from './day-counts';
-import { findDayMark, invalidateDayMarks } from './day-marks';
+import { findDayMark, invalidateDayMarksFrom } from './day-marks';
 import {
-  DEFAULT_DAY_MARK_RULES, daySpan, locateOffset, markedPageStart, markTarget, pageDays, pageLowerBound, pageStart, partialDays, spanParts, utcDay,
+  DEFAULT_DAY_MARK_RULES, daySpan, locateOffset, markedPageStart, markTarget, pageDays, pageLowerBound, pageStart, partialDays, spanParts,
   type DayMarkRules, type SpanCount, type TimeBounds,
 } from './day-windows';
 import { findSubmissionRow, readSubmissionPage } from './read-store';
@@ -121,8 +121,8 @@ export async function deleteSubmission(em: Em, organizationId: string, submissio
   return em.transactional(async (tx) => {
     const gone = await deleteSubmissionRow(tx, organizationId, submissionId);
     if (!gone) return null;
-    // The rows after it in its day moved a rank down: its day's marks go, in this transaction.
-    await invalidateDayMarks(tx, organizationId, gone.form_id, [utcDay(new Date(gone.created_at))]);
+    // The rows after it in its day moved a rank down: its day's marks from it up go, in this transaction.
+    await invalidateDayMarksFrom(tx, organizationId, gone.form_id, { createdAt: gone.exact_created_at, id: gone.id });
 
     // The deletion event, in the same transaction: what it says must be read now, while the form row
     // and the submission's facts are at hand.

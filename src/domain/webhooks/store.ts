@@ -102,8 +102,8 @@ const RECORD_SUCCEEDED_SQL = `
   )
   update webhooks w set failing_since = null, last_success_at = now() where w.id = $10 and ${SUCCESS_WRITES_SQL('w')}`;
 
-/** The ISO 8601 UTC text of a timestamptz expression, as the service writes dates. */
-const isoSql = (expr: string) => `to_char(${expr} at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+/** The ISO 8601 UTC text of a timestamptz expression, as the service writes dates (`US`: to the microsecond, as stored). */
+const isoSql = (expr: string, fraction: 'MS' | 'US' = 'MS') => `to_char(${expr} at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.${fraction}"Z"')`;
 
 /** A fresh delivery id (20 characters, as newId's) made in the statement that writes the row. */
 const NEW_DELIVERY_ID_SQL = `'dlv_' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20)`;
@@ -515,27 +515,169 @@ export async function retryDelivery(
   return row;
 }
 
+/** The columns of `webhook_deliveries` that sideRowsCtes reads, as a select list (`due`: when a pending delivery is owed). */
+export const SIDE_ROWS_SOURCE_COLUMNS = 'id, organization_id, webhook_id, status, coalesce(next_attempt_at, created_at) as due, created_at';
+
 /**
- * Owed rows the sweep found out of step with their delivery (webhook_deliveries is the truth): a
- * delivery gone or no longer pending loses its owed row, a pending one whose due time differs gets
- * its time. Only the previous release during a rolling deploy (before the triggers that bridge it
- * existed, Migration20261128000201_delivery_owed_backfill) or a hand edit leaves such rows. Each
- * delivery's row is locked and read as it is now (one another statement holds is left for the next
- * sweep), so a statement that changes it meanwhile is never undone.
+ * The owed and failed rows of the deliveries of CTE `d` (SIDE_ROWS_SOURCE_COLUMNS) made what each
+ * delivery says: an owed row due when it is for a pending one, a failed row with its creation time
+ * for a failed one, neither for the others. Four CTEs, to follow others in a `with`; `d` is meant to
+ * be materialized (each of them reads it).
  */
-export async function repairOwed(em: Em, deliveryIds: string[]): Promise<void> {
-  await em.execute(
-    `with l as materialized (
-       select id, status, coalesce(next_attempt_at, created_at) as due from webhook_deliveries
-        where id = any(?::text[]) for no key update skip locked
-     ), gone as (
-       delete from webhook_delivery_owed o
-        where o.delivery_id = any(?::text[]) and not exists (select from webhook_deliveries d where d.id = o.delivery_id)
-     ), ended as (
-       delete from webhook_delivery_owed o using l where o.delivery_id = l.id and l.status <> 'pending'
+export function sideRowsCtes(d: string): string {
+  return `side_owed as (
+  insert into webhook_delivery_owed (delivery_id, organization_id, webhook_id, next_attempt_at)
+  select id, organization_id, webhook_id, due from ${d} where status = 'pending'
+  on conflict (delivery_id) do update set next_attempt_at = excluded.next_attempt_at
+    where webhook_delivery_owed.next_attempt_at is distinct from excluded.next_attempt_at
+), side_unowed as (
+  delete from webhook_delivery_owed o using ${d} where o.delivery_id = ${d}.id and ${d}.status <> 'pending'
+), side_failed as (
+  insert into webhook_delivery_failed (delivery_id, organization_id, webhook_id, created_at)
+  select id, organization_id, webhook_id, created_at from ${d} where status = 'failed'
+  on conflict (delivery_id) do update set created_at = excluded.created_at
+    where webhook_delivery_failed.created_at is distinct from excluded.created_at
+), side_unfailed as (
+  delete from webhook_delivery_failed f using ${d} where f.delivery_id = ${d}.id and ${d}.status <> 'failed'
+)`;
+}
+
+/** A PostgreSQL text[] literal of `values` (each quoted, so that no value's commas or braces split it). */
+function textArray(values: string[]): string {
+  return `{${values.map((v) => `"${v.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+}
+
+/**
+ * The owed and failed rows of these deliveries made what each delivery says now (webhook_deliveries
+ * is the truth), and those of a delivery that no longer exists deleted: the sweep's repair of owed
+ * rows it found out of step, and `deliveries repair`'s. Only a hand edit, or the previous release
+ * before the triggers that bridged it existed (Migration20261128000201_delivery_owed_backfill),
+ * leaves such rows. Each delivery's row is locked and read as it is now, and its side rows written
+ * from that, so a statement that changed it since the caller looked (an attempt recorded, a retry)
+ * is never undone; one that another statement holds is skipped, not waited for (no lock order to
+ * keep with the service's statements, no deadlock). Answers the ids it settled: those it locked
+ * and those with no delivery; the caller tries the others again.
+ */
+export async function repairSideRows(em: Em, deliveryIds: string[]): Promise<string[]> {
+  const ids = textArray(deliveryIds);
+  const rows = await em.execute<Array<{ id: string }>>(
+    `with d as materialized (
+       select ${SIDE_ROWS_SOURCE_COLUMNS} from webhook_deliveries where id = any(?::text[]) for no key update skip locked
+     ), ${sideRowsCtes('d')}, gone as materialized (
+       select i.id from unnest(?::text[]) as i(id) where not exists (select from webhook_deliveries x where x.id = i.id)
+     ), gone_owed as (
+       delete from webhook_delivery_owed o using gone g where o.delivery_id = g.id
+     ), gone_failed as (
+       delete from webhook_delivery_failed f using gone g where f.delivery_id = g.id
      )
-     update webhook_delivery_owed o set next_attempt_at = l.due from l
-      where o.delivery_id = l.id and l.status = 'pending' and o.next_attempt_at is distinct from l.due`,
-    [`{${deliveryIds.join(',')}}`, `{${deliveryIds.join(',')}}`],
+     select id from d union all select id from gone`,
+    [ids, ids],
   );
+  return rows.map((row) => row.id);
+}
+
+/**
+ * A delivery and its owed and failed rows, as one snapshot shows them (`delivery` null: no delivery
+ * of that id, its side rows outlived it). Times are ISO 8601 UTC text to the microsecond, as stored.
+ */
+export interface DeliveryWithSideRows {
+  deliveryId: string;
+  webhookId: string;
+  delivery: { status: DeliveryStatus; due: string; createdAt: string } | null;
+  /** The owed row's `next_attempt_at`; null: none. */
+  owed: string | null;
+  /** The failed row's `created_at`; null: none. */
+  failed: string | null;
+}
+
+/** Where a walk through deliveries by (created_at, id) stopped: `at` is PostgreSQL's text of created_at, exact to the microsecond. */
+export interface CreatedCursor {
+  at: string;
+  id: string;
+}
+
+interface SideRowsRow {
+  id: string;
+  webhook_id: string;
+  status: DeliveryStatus | null;
+  due: string | null;
+  created: string | null;
+  owed: string | null;
+  failed: string | null;
+}
+
+function withSideRows(row: SideRowsRow): DeliveryWithSideRows {
+  return {
+    deliveryId: row.id, webhookId: row.webhook_id, owed: row.owed, failed: row.failed,
+    delivery: row.status === null ? null : { status: row.status, due: row.due!, createdAt: row.created! },
+  };
+}
+
+/**
+ * Up to `limit` deliveries (of `webhookId`, or all) after `after` in (created_at, id) order, each
+ * with its owed and failed rows, in one snapshot; the walk's cursor is the last one's. Read through
+ * `webhook_deliveries_created_idx` (or, for one webhook, the delivery log's index), never a status.
+ */
+export async function readDeliveriesWithSideRows(
+  em: Em, { webhookId, after, limit }: { webhookId?: string; after: CreatedCursor | null; limit: number },
+): Promise<{ rows: DeliveryWithSideRows[]; last: CreatedCursor | null }> {
+  const params: unknown[] = [];
+  const where: string[] = [];
+  if (webhookId !== undefined) {
+    where.push('webhook_id = ?');
+    params.push(webhookId);
+  }
+  if (after) {
+    where.push('created_at >= ?::timestamptz and (created_at, id) > (?::timestamptz, ?)');
+    params.push(after.at, after.at, after.id);
+  }
+  const rows = await em.execute<Array<SideRowsRow & { at: string }>>(
+    `with page as materialized (
+       select id, webhook_id, status, next_attempt_at, created_at from webhook_deliveries
+        ${where.length ? `where ${where.join(' and ')}` : ''}
+        order by created_at, id limit ${Number(limit)}
+     )
+     select p.id, p.webhook_id, p.status, ${isoSql('coalesce(p.next_attempt_at, p.created_at)', 'US')} as due,
+            ${isoSql('p.created_at', 'US')} as created, ${isoSql('o.next_attempt_at', 'US')} as owed, ${isoSql('f.created_at', 'US')} as failed,
+            p.created_at::text as at
+       from page p
+       left join webhook_delivery_owed o on o.delivery_id = p.id
+       left join webhook_delivery_failed f on f.delivery_id = p.id
+      order by p.created_at, p.id`,
+    params,
+  );
+  const last = rows[rows.length - 1];
+  return { rows: rows.map(withSideRows), last: last ? { at: last.at, id: last.id } : null };
+}
+
+/**
+ * Side rows whose delivery no longer exists (deleted by hand: no foreign key ties them to it), of
+ * the table `side`, among up to `limit` of its rows (of `webhookId`, or all) after `after` in
+ * delivery id order: `seen` of them read, the last one's id the walk's cursor. Each comes with the
+ * other table's row of its delivery; the failed table's leave out those that have an owed row
+ * (the walk of the owed table named them).
+ */
+export async function readSideRowsWithoutDelivery(
+  em: Em, side: 'owed' | 'failed', { webhookId, after, limit }: { webhookId?: string; after: string; limit: number },
+): Promise<{ rows: DeliveryWithSideRows[]; seen: number; last: string | null }> {
+  const table = side === 'owed' ? 'webhook_delivery_owed' : 'webhook_delivery_failed';
+  const [page] = await em.execute<Array<{ rows: SideRowsRow[]; seen: number; last: string | null }>>(
+    `with page as materialized (
+       select delivery_id, webhook_id from ${table}
+        where delivery_id > ? ${webhookId !== undefined ? 'and webhook_id = ?' : ''}
+        order by delivery_id limit ${Number(limit)}
+     ), orphans as (
+       select p.delivery_id as id, p.webhook_id, null as status, null as due, null as created,
+              ${isoSql('o.next_attempt_at', 'US')} as owed, ${isoSql('f.created_at', 'US')} as failed
+         from page p
+         left join webhook_delivery_owed o on o.delivery_id = p.delivery_id
+         left join webhook_delivery_failed f on f.delivery_id = p.delivery_id
+        where not exists (select from webhook_deliveries d where d.id = p.delivery_id)
+          ${side === 'failed' ? 'and o.delivery_id is null' : ''}
+     )
+     select coalesce((select json_agg(x order by x.id) from orphans x), '[]') as rows,
+            (select count(*) from page)::int as seen, (select max(delivery_id) from page) as last`,
+    webhookId !== undefined ? [after, webhookId] : [after],
+  );
+  return { rows: page.rows.map(withSideRows), seen: page.seen, last: page.last };
 }

@@ -13,10 +13,10 @@ const querySchema = Joi.object({
 }).unknown(true);
 
 export function registerAnalyticsRoutes(server: Server, app: AppContext): void {
-  server.get('/v1/forms/:formId/analytics', authenticated(app, 'forms:read', async ({ em, readEm, organizationId, req }) => {
+  server.get('/v1/forms/:formId/analytics', authenticated(app, 'forms:read', async ({ em, readLagging, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const { days } = validate<{ days: number }>(querySchema, req.query ?? {});
-    return { status: 200, body: await formAnalytics(readEm, organizationId, formId, { days }) };
+    return { status: 200, body: await readLagging((readEm) => formAnalytics(readEm, organizationId, formId, { days })) };
   }));
 }

@@ -120,13 +120,13 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
+  server.get('/v1/forms/:formId/submissions', authenticated(app, 'submissions:read', async ({ em, readLagging, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const query = validate<{ limit: number; offset: number; startDate?: string; endDate?: string }>(listQuerySchema, req.query ?? {});
-    const { items, total } = await listSubmissions(readEm, organizationId, formId, {
+    const { items, total } = await readLagging((readEm) => listSubmissions(readEm, organizationId, formId, {
       limit: query.limit, offset: query.offset, ...dateBounds(query.startDate, query.endDate),
-    }, app.config.dayMarks);
+    }, app.config.dayMarks));
     return {
       status: 200,
       body: {
@@ -151,7 +151,7 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/forms/:formId/submissions/export', authenticated(app, 'submissions:read', async ({ em, organizationId, req }) => {
+  server.get('/v1/forms/:formId/submissions/export', authenticated(app, 'submissions:read', async ({ em, readLagging, organizationId, req }) => {
     const formId = formIdParam(req);
     if (!formId || !(await findForm(em, organizationId, formId))) throw errors.notFound('Form not found');
     const query = validate<{ format: ExportFormat; startDate?: string; endDate?: string; version?: number }>(exportQuerySchema, req.query ?? {});
@@ -160,7 +160,9 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     // Read fresh, the form's version is its newest: versions are kept from 1 up with none skipped.
     if (query.version && query.version > form.version) throw errors.notFound('Form version not found');
     const bounds = { ...dateBounds(query.startDate, query.endDate), version: query.version ?? null };
-    const stream = await openSubmissionExport(app.readOrm, organizationId, form, query.format, bounds, app.files.links)
+    // An export the primary opens after the budget is never sent: destroying its rows gives its connection back.
+    const stream = await readLagging((_em, orm) => openSubmissionExport(orm, organizationId, form, query.format, bounds, app.files.links),
+      (late) => late[0].destroy())
       .catch((err) => {
         if (err instanceof ExportCapacityReached) throw errors.serviceUnavailable('Too many exports are running; retry shortly');
         throw err;
@@ -175,14 +177,14 @@ export function registerSubmissionRoutes(server: Server, app: AppContext): void 
     };
   }));
 
-  server.get('/v1/submissions/changes', authenticated(app, 'submissions:read', async ({ em, readEm, organizationId, req }) => {
+  server.get('/v1/submissions/changes', authenticated(app, 'submissions:read', async ({ em, readLagging, organizationId, req }) => {
     const formId = typeof req.query?.formId === 'string' ? req.query.formId : null;
     if (req.query?.formId !== undefined && (!formId || !FORM_ID.test(formId) || !(await findForm(em, organizationId, formId)))) {
       throw errors.notFound('Form not found');
     }
     const query = validate<{ after?: string; limit: number }>(changesQuerySchema, req.query ?? {});
     const after = query.after ? decodeCursor(query.after)! : START_POSITION;
-    const { changes, hasMore } = await readChanges(readEm, organizationId, { after, formId, limit: query.limit }, app.files.links);
+    const { changes, hasMore } = await readLagging((readEm) => readChanges(readEm, organizationId, { after, formId, limit: query.limit }, app.files.links));
     return {
       status: 200,
       body: {
