@@ -108,16 +108,16 @@ export async function deleteRowsOfDeletedParents(em: Em, formIds: string[], orga
   if (!formIds.length && !organizationIds.length) return 0;
   const [row] = await em.getConnection().execute(
     `with gone_forms as (
-       select f.id from unnest(string_to_array(?, ',')) f(id) where not exists (select from forms x where x.id = f.id)
+       select f.id from jsonb_array_elements_text(?::jsonb) f(id) where not exists (select from forms x where x.id = f.id)
      ), gone_organizations as (
-       select o.id from unnest(string_to_array(?, ',')) o(id) where not exists (select from organizations x where x.id = o.id)
+       select o.id from jsonb_array_elements_text(?::jsonb) o(id) where not exists (select from organizations x where x.id = o.id)
      ), changes as (
        delete from submission_changes c using gone_organizations g where c.organization_id = g.id
      ), rows as (
        delete from submissions s using gone_forms g where s.form_id = g.id returning 1
      )
      select count(*)::int as n from rows`,
-    [formIds.join(','), organizationIds.join(',')],
+    [JSON.stringify(formIds), JSON.stringify(organizationIds)],
   );
   return row.n;
 }

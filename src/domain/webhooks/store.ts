@@ -542,11 +542,6 @@ export function sideRowsCtes(d: string): string {
 )`;
 }
 
-/** A PostgreSQL text[] literal of `values` (each quoted, so that no value's commas or braces split it). */
-function textArray(values: string[]): string {
-  return `{${values.map((v) => `"${v.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
-}
-
 /**
  * The owed and failed rows of these deliveries made what each delivery says now (webhook_deliveries
  * is the truth), and those of a delivery that no longer exists deleted: the sweep's repair of owed
@@ -559,12 +554,13 @@ function textArray(values: string[]): string {
  * and those with no delivery; the caller tries the others again.
  */
 export async function repairSideRows(em: Em, deliveryIds: string[]): Promise<string[]> {
-  const ids = textArray(deliveryIds);
+  const ids = JSON.stringify(deliveryIds);
   const rows = await em.execute<Array<{ id: string }>>(
     `with d as materialized (
-       select ${SIDE_ROWS_SOURCE_COLUMNS} from webhook_deliveries where id = any(?::text[]) for no key update skip locked
+       select ${SIDE_ROWS_SOURCE_COLUMNS} from webhook_deliveries
+        where id in (select jsonb_array_elements_text(?::jsonb)) for no key update skip locked
      ), ${sideRowsCtes('d')}, gone as materialized (
-       select i.id from unnest(?::text[]) as i(id) where not exists (select from webhook_deliveries x where x.id = i.id)
+       select i.id from jsonb_array_elements_text(?::jsonb) as i(id) where not exists (select from webhook_deliveries x where x.id = i.id)
      ), gone_owed as (
        delete from webhook_delivery_owed o using gone g where o.delivery_id = g.id
      ), gone_failed as (
