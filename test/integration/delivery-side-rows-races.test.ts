@@ -1,6 +1,4 @@
 import { expect } from 'chai';
-import { loadConfig } from '../../config';
-import { prepareDatabase } from '../../src/app';
 import type { Em } from '../../src/db/orm';
 import { walkDeliverySideRows } from '../../src/domain/maintenance/delivery-side-rows';
 import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
@@ -9,10 +7,8 @@ import {
   failDelivery, findDeliveryForAttempt, holdDelivery, recordDeliveryAttempt, releaseHeld, resetFailedDeliveries,
 } from '../../src/domain/webhooks/store';
 import { resetDeliveryForRetry } from '../../src/domain/webhooks/webhook-service';
-import { dropDatabase, sideDatabaseUrl } from '../support/databases';
-import { attemptResult } from '../support/deliveries';
-import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
-import { freshQueuePrefix } from '../support/worker-stack';
+import { attemptResult, startDeliveriesStage, type DeliveriesStage } from '../support/deliveries';
+import { call, type TestApp, type TestTenant } from '../support/harness';
 
 /**
  * The owed and failed rows beside the deliveries (src/README.md, "Webhook deliveries and HOT
@@ -24,7 +20,7 @@ import { freshQueuePrefix } from '../support/worker-stack';
  */
 describe('owed and failed delivery rows under concurrent statements', function () {
   this.timeout(300_000);
-  const databaseUrl = sideDatabaseUrl('siderace');
+  let stage: DeliveriesStage;
   let api: TestApp;
   let tenant: TestTenant;
   let formId: string;
@@ -32,23 +28,12 @@ describe('owed and failed delivery rows under concurrent statements', function (
   const em = (): Em => api.app.orm.em.fork();
 
   before(async () => {
-    const env = { DATABASE_URL: databaseUrl, QUEUE_PREFIX: freshQueuePrefix() };
-    await prepareDatabase(loadConfig({ ...process.env, ...env }));
-    api = await startTestApp(env);
-    tenant = await createTenant(api.app);
-    formId = (await createPublishedForm(api.url, tenant.key, [fieldInput('fld_email', 'email', 'Email')])).id;
-    for (const ofForm of [true, false]) {
-      const res = await call(api.url, 'POST', '/v1/webhooks', {
-        key: tenant.key,
-        body: { name: 'hook', url: 'http://127.0.0.1:9/hook', ...(ofForm ? { formId } : {}), events: ['submission.created'] },
-      });
-      expect(res.status, res.text).to.equal(201);
-      webhooks.push(res.body.webhook.id);
-    }
+    stage = await startDeliveriesStage('siderace');
+    ({ api, tenant, formId } = stage);
+    for (const ofForm of [true, false]) webhooks.push(await stage.createWebhook(ofForm));
   });
   after(async () => {
-    await api?.close();
-    await dropDatabase(databaseUrl);
+    await stage?.close();
   });
 
   const random = <T>(list: T[]): T => list[Math.floor(Math.random() * list.length)];

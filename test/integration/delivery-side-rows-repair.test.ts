@@ -2,16 +2,12 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { loadConfig } from '../../config';
-import { prepareDatabase } from '../../src/app';
 import type { Em } from '../../src/db/orm';
 import { walkDeliverySideRows, type SideRowsDrift } from '../../src/domain/maintenance/delivery-side-rows';
 import { failDelivery, findDeliveryForAttempt, recordDeliveryAttempt } from '../../src/domain/webhooks/store';
-import { dropDatabase, sideDatabaseUrl } from '../support/databases';
-import { attemptResult, expectSideRowsExact } from '../support/deliveries';
-import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { attemptResult, expectSideRowsExact, startDeliveriesStage, type DeliveriesStage } from '../support/deliveries';
+import { call, type TestApp, type TestTenant } from '../support/harness';
 import { DIST_ROOT } from '../support/processes';
-import { freshQueuePrefix } from '../support/worker-stack';
 
 const execFileAsync = promisify(execFile);
 
@@ -19,13 +15,11 @@ const execFileAsync = promisify(execFile);
  * `deliveries check` and `deliveries repair` (deploy/README.md, "Backups and restore"): deliveries
  * changed by hand without their owed or failed rows (src/README.md, "Webhook deliveries and HOT
  * updates"), and side rows left beside deliveries that ended or are gone, are found and made what
- * each delivery says, on a database of its own with the triggers that bridged the previous release
- * disabled (the contract step drops them), so that what holds here holds with and without them;
- * and a repair racing a worker that changes the delivery keeps what the worker wrote.
+ * each delivery says, on a database of its own; and a repair racing a worker that changes the delivery keeps what the worker wrote.
  */
 describe('deliveries check and repair', function () {
   this.timeout(120_000);
-  const databaseUrl = sideDatabaseUrl('sidefix');
+  let stage: DeliveriesStage;
   let api: TestApp;
   let tenant: TestTenant;
   let formId: string;
@@ -34,31 +28,13 @@ describe('deliveries check and repair', function () {
   const em = (): Em => api.app.orm.em.fork();
 
   before(async () => {
-    const env = { DATABASE_URL: databaseUrl, QUEUE_PREFIX: freshQueuePrefix() };
-    await prepareDatabase(loadConfig({ ...process.env, ...env }));
-    api = await startTestApp(env);
-    tenant = await createTenant(api.app);
-    formId = (await createPublishedForm(api.url, tenant.key, [fieldInput('fld_email', 'email', 'Email')])).id;
-    [formHook, orgHook] = [await createWebhook(true), await createWebhook(false)];
-    for (const name of ['insert', 'update', 'delete']) {
-      await api.query(`do $$ begin
-        if exists (select from pg_trigger where tgname = 'webhook_deliveries_side_rows_${name}') then
-          execute 'alter table webhook_deliveries disable trigger webhook_deliveries_side_rows_${name}';
-        end if; end $$`);
-    }
+    stage = await startDeliveriesStage('sidefix');
+    ({ api, tenant, formId } = stage);
+    [formHook, orgHook] = [await stage.createWebhook(true), await stage.createWebhook(false)];
   });
   after(async () => {
-    await api?.close();
-    await dropDatabase(databaseUrl);
+    await stage?.close();
   });
-
-  async function createWebhook(ofForm: boolean): Promise<string> {
-    const res = await call(api.url, 'POST', '/v1/webhooks', {
-      key: tenant.key, body: { name: 'hook', url: 'http://127.0.0.1:9/hook', ...(ofForm ? { formId } : {}), events: ['submission.created'] },
-    });
-    expect(res.status, res.text).to.equal(201);
-    return res.body.webhook.id;
-  }
 
   /** `n` submissions, each a pending delivery to both webhooks; answers the new deliveries of `webhookId`, oldest first. */
   async function newDeliveries(n: number, webhookId: string): Promise<string[]> {
@@ -75,7 +51,7 @@ describe('deliveries check and repair', function () {
   async function cli(...args: string[]): Promise<{ code: number; lines: any[]; stderr: string }> {
     try {
       const { stdout, stderr } = await execFileAsync(process.execPath, [path.join(DIST_ROOT, 'src/cli/index.js'), ...args],
-        { env: { ...process.env, DATABASE_URL: databaseUrl, NODE_NO_WARNINGS: '1' } });
+        { env: { ...process.env, DATABASE_URL: stage.databaseUrl, NODE_NO_WARNINGS: '1' } });
       return { code: 0, lines: stdout.trim().split('\n').map((l) => JSON.parse(l)), stderr };
     } catch (err: any) {
       return { code: err.code, lines: err.stdout?.trim() ? err.stdout.trim().split('\n').map((l: string) => JSON.parse(l)) : [], stderr: err.stderr };

@@ -1,7 +1,5 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { loadConfig } from '../../config';
-import { prepareDatabase } from '../../src/app';
 import { ensureDatabase, initOrm, migrate, type Em, type Orm } from '../../src/db/orm';
 import { deleteEndedDeliveries } from '../../src/domain/maintenance/store';
 import { sweepOwed } from '../../src/domain/outbox/sweep-owed';
@@ -15,9 +13,8 @@ import { resetDeliveryForRetry } from '../../src/domain/webhooks/webhook-service
 import { newId } from '../../src/lib/ids';
 import { jobIds } from '../../src/queues/catalogue';
 import { dropDatabase, sideDatabaseUrl } from '../support/databases';
-import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from '../support/harness';
-import { expectSideRowsExact } from '../support/deliveries';
-import { freshQueuePrefix } from '../support/worker-stack';
+import { call, type TestApp, type TestTenant } from '../support/harness';
+import { expectSideRowsExact, startDeliveriesStage, type DeliveriesStage } from '../support/deliveries';
 
 /**
  * The owed and failed rows beside the deliveries (src/README.md, "Webhook deliveries and HOT
@@ -30,7 +27,7 @@ import { freshQueuePrefix } from '../support/worker-stack';
  */
 describe('owed and failed delivery rows stay exact', function () {
   this.timeout(300_000);
-  const databaseUrl = sideDatabaseUrl('siderows');
+  let stage: DeliveriesStage;
   let api: TestApp;
   let tenant: TestTenant;
   let formId: string;
@@ -38,30 +35,17 @@ describe('owed and failed delivery rows stay exact', function () {
   const em = (): Em => api.app.orm.em.fork();
 
   before(async () => {
-    const env = { DATABASE_URL: databaseUrl, QUEUE_PREFIX: freshQueuePrefix() };
-    await prepareDatabase(loadConfig({ ...process.env, ...env }));
-    api = await startTestApp(env);
-    tenant = await createTenant(api.app);
-    formId = (await createPublishedForm(api.url, tenant.key, [fieldInput('fld_email', 'email', 'Email')])).id;
+    stage = await startDeliveriesStage('siderows');
+    ({ api, tenant, formId } = stage);
     // One webhook of the form, one of the organization that also hears about the other's trouble.
     webhooks.push(await createWebhook(true), await createWebhook(false));
   });
   after(async () => {
-    await api?.close();
-    await dropDatabase(databaseUrl);
+    await stage?.close();
   });
 
-  async function createWebhook(ofForm: boolean): Promise<string> {
-    const res = await call(api.url, 'POST', '/v1/webhooks', {
-      key: tenant.key,
-      body: {
-        name: 'hook', url: 'http://127.0.0.1:9/hook', ...(ofForm ? { formId } : {}),
-        events: ofForm ? ['submission.created'] : ['submission.created', 'message.attempt.failing', 'message.attempt.exhausted', 'endpoint.disabled'],
-      },
-    });
-    expect(res.status, res.text).to.equal(201);
-    return res.body.webhook.id;
-  }
+  const createWebhook = (ofForm: boolean): Promise<string> => stage.createWebhook(ofForm, ofForm
+    ? ['submission.created'] : ['submission.created', 'message.attempt.failing', 'message.attempt.exhausted', 'endpoint.disabled']);
 
   /** The side tables against what the deliveries say, in one snapshot. */
   async function expectExact(after: string): Promise<void> {

@@ -1,7 +1,12 @@
 import { expect } from 'chai';
+import { loadConfig } from '../../config';
+import { prepareDatabase } from '../../src/app';
 import type { DeliveryDecision } from '../../src/domain/webhooks/policy';
 import type { SendResult } from '../../src/domain/webhooks/sender';
 import { SIDE_ROWS_SOURCE_COLUMNS, sideRowsCtes } from '../../src/domain/webhooks/store';
+import { dropDatabase, sideDatabaseUrl } from './databases';
+import { call, createPublishedForm, createTenant, fieldInput, startTestApp, type TestApp, type TestTenant } from './harness';
+import { freshQueuePrefix } from './worker-stack';
 
 /** A statement runner of a test (`?` placeholders): `stack.api.query`, `(sql, params) => em.execute(sql, params)`. */
 type Query = (sql: string, params?: unknown[]) => Promise<any>;
@@ -47,4 +52,42 @@ export function attemptResult(outcome: 'succeeded' | 'failed' | 'retry'): { resu
   const decision: DeliveryDecision = outcome === 'succeeded' ? { kind: 'succeeded' }
     : outcome === 'failed' ? { kind: 'failed' } : { kind: 'retry', delayMs: 0, retryAfterMs: null };
   return { result, decision };
+}
+
+/**
+ * The stage of the tests of deliveries' side rows: an API on a database of its own
+ * (`sideDatabaseUrl(name)`, migrated), a tenant, and one published form with an email field.
+ */
+export interface DeliveriesStage {
+  databaseUrl: string;
+  api: TestApp;
+  tenant: TestTenant;
+  formId: string;
+  /** A webhook of the form (`ofForm`) or of the organization, hearing `events`, to a port where nothing listens. */
+  createWebhook(ofForm: boolean, events?: string[]): Promise<string>;
+  /** Stops the API and drops the database. */
+  close(): Promise<void>;
+}
+
+export async function startDeliveriesStage(name: string): Promise<DeliveriesStage> {
+  const databaseUrl = sideDatabaseUrl(name);
+  const env = { DATABASE_URL: databaseUrl, QUEUE_PREFIX: freshQueuePrefix() };
+  await prepareDatabase(loadConfig({ ...process.env, ...env }));
+  const api = await startTestApp(env);
+  const tenant = await createTenant(api.app);
+  const formId = (await createPublishedForm(api.url, tenant.key, [fieldInput('fld_email', 'email', 'Email')])).id;
+  return {
+    databaseUrl, api, tenant, formId,
+    async createWebhook(ofForm, events = ['submission.created']) {
+      const res = await call(api.url, 'POST', '/v1/webhooks', {
+        key: tenant.key, body: { name: 'hook', url: 'http://127.0.0.1:9/hook', ...(ofForm ? { formId } : {}), events },
+      });
+      expect(res.status, res.text).to.equal(201);
+      return res.body.webhook.id;
+    },
+    async close() {
+      await api.close();
+      await dropDatabase(databaseUrl);
+    },
+  };
 }
