@@ -10,7 +10,7 @@ import type { FileStore } from '../../src/domain/files/file-store';
 import { fanoutDeletion } from '../../workers/processors/submissions';
 import { maintenance } from '../../workers/processors/usage';
 import { startReceiver, type Receiver } from '../support/fakes/receiver';
-import { waitUntil } from '../support/processes';
+import { feedSettled } from '../support/change-feed';
 import { announce, download, fileServiceEnv, jpegBytes, pdfBytes, putBytes, uploadFile } from '../support/files';
 
 const MB = 1024 * 1024;
@@ -211,14 +211,9 @@ describe('files (local driver): uploads, claims and signed links', () => {
     expect(cell).to.match(new RegExp(`^${t.url}/files/${uploadId}\\?expires=`));
     expect((await download(cell)).bytes.equals(bytes)).to.equal(true);
 
-    // The feed shows a change once every transaction that began before it has ended (its order is exact): other
-    // tests' transactions on this database can hold it back a moment.
-    let changes: Array<{ submission: { data: Record<string, unknown> } }> = [];
-    await waitUntil(async () => {
-      changes = (await call(t.url, 'GET', `/v1/submissions/changes?formId=${readsForm.id}`, { key: tenant.key })).body.changes;
-      return changes.length > 0;
-    });
-    await expectLink(changes[0].submission.data.fld_photo);
+    await feedSettled();
+    const feed = await call(t.url, 'GET', `/v1/submissions/changes?formId=${readsForm.id}`, { key: tenant.key });
+    await expectLink(feed.body.changes[0].submission.data.fld_photo);
   });
 
   it('sends webhook payloads with a link made at each attempt, the stored payload keeping no link', async () => {

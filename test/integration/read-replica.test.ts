@@ -5,6 +5,7 @@ import { prepareDatabase } from '../../src/app';
 import { createLogger } from '../../src/lib/logger';
 import { registry } from '../../src/lib/metrics';
 import { call, createPublishedForm, createTenant, fieldInput as field, startTestApp, type TestApp, type TestTenant } from '../support/harness';
+import { feedSettled } from '../support/change-feed';
 import { startPgProxy, type PgProxy } from '../support/pg-proxy';
 import { startPrimaryWithReplica, type PrimaryWithReplica } from '../support/pg-replica';
 import { queryOnce } from '../support/postgres-server';
@@ -264,6 +265,7 @@ describe('with a read replica that is down (nothing listens on its port)', funct
     const secret = 'replica-down-value-5521';
     const created = await call(t.url, 'POST', `/v1/forms/${form.id}/submissions`, { key: tenant.key, body: { data: { fld_name: secret } } });
     expect(created.status).to.equal(201);
+    await feedSettled(); // the feed lists it once every older transaction has ended
     const before = await replicaFailures('unavailable');
     for (const path of laggingReads(form.id)) {
       const res = await call(t.url, 'GET', path, { key: tenant.key });
