@@ -590,7 +590,7 @@ export interface DeliveryWithSideRows {
   failed: string | null;
 }
 
-/** Where a walk through deliveries by (created_at, id) stopped: `at` is PostgreSQL's text of created_at, exact to the microsecond. */
+/** Where a walk through deliveries by (created_at, id) stopped: `at` is created_at as ISO 8601 UTC text to the microsecond (read back the same whatever the session's DateStyle and time zone). */
 export interface CreatedCursor {
   at: string;
   id: string;
@@ -631,15 +631,14 @@ export async function readDeliveriesWithSideRows(
     where.push('created_at >= ?::timestamptz and (created_at, id) > (?::timestamptz, ?)');
     params.push(after.at, after.at, after.id);
   }
-  const rows = await em.execute<Array<SideRowsRow & { at: string }>>(
+  const rows = await em.execute<SideRowsRow[]>(
     `with page as materialized (
        select id, webhook_id, status, next_attempt_at, created_at from webhook_deliveries
         ${where.length ? `where ${where.join(' and ')}` : ''}
         order by created_at, id limit ${Number(limit)}
      )
      select p.id, p.webhook_id, p.status, ${isoSql('coalesce(p.next_attempt_at, p.created_at)', 'US')} as due,
-            ${isoSql('p.created_at', 'US')} as created, ${isoSql('o.next_attempt_at', 'US')} as owed, ${isoSql('f.created_at', 'US')} as failed,
-            p.created_at::text as at
+            ${isoSql('p.created_at', 'US')} as created, ${isoSql('o.next_attempt_at', 'US')} as owed, ${isoSql('f.created_at', 'US')} as failed
        from page p
        left join webhook_delivery_owed o on o.delivery_id = p.id
        left join webhook_delivery_failed f on f.delivery_id = p.id
@@ -647,7 +646,7 @@ export async function readDeliveriesWithSideRows(
     params,
   );
   const last = rows[rows.length - 1];
-  return { rows: rows.map(withSideRows), last: last ? { at: last.at, id: last.id } : null };
+  return { rows: rows.map(withSideRows), last: last ? { at: last.created!, id: last.id } : null };
 }
 
 /**
