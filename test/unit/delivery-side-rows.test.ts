@@ -26,6 +26,12 @@ describe('delivery side rows rule', () => {
     expect(sideRowsDrift(row('succeeded', null, null))).to.equal(null);
   });
 
+  it('finds side rows filed under another organization or webhook than their delivery\'s, times agreeing', () => {
+    expect(sideRowsDrift({ ...row('pending', DUE, null), otherOwner: true })).to.deep.equal({
+      deliveryId: 'dlv_1', webhookId: 'wh_1', status: 'pending', owed: DUE, failed: null, expected: { owed: DUE, failed: null }, otherOwner: true,
+    });
+  });
+
   const cases: Array<[string, DeliveryWithSideRows, { owed: string | null; failed: string | null }]> = [
     ['a pending delivery without its owed row', row('pending', null, null), { owed: DUE, failed: null }],
     ['an owed row due at another time (a microsecond off)', row('pending', '2026-11-26T10:05:00.654322Z', null), { owed: DUE, failed: null }],

@@ -29,15 +29,17 @@ export interface SideRowsDrift extends SideRows {
   webhookId: string;
   status: DeliveryStatus | null;
   expected: SideRows;
+  /** Present when a side row is filed under another organization or webhook than the delivery's. */
+  otherOwner?: true;
 }
 
-/** The disagreement of a delivery's side rows with it, or null when they say what it says (times compared to the microsecond). */
+/** The disagreement of a delivery's side rows with it, or null when they say what it says (times compared to the microsecond, under its organization and webhook). */
 export function sideRowsDrift(row: DeliveryWithSideRows): SideRowsDrift | null {
   const expected = expectedSideRows(row.delivery);
-  if (row.owed === expected.owed && row.failed === expected.failed) return null;
+  if (row.owed === expected.owed && row.failed === expected.failed && !row.otherOwner) return null;
   return {
     deliveryId: row.deliveryId, webhookId: row.webhookId, status: row.delivery?.status ?? null,
-    owed: row.owed, failed: row.failed, expected,
+    owed: row.owed, failed: row.failed, expected, ...(row.otherOwner ? { otherOwner: true as const } : {}),
   };
 }
 

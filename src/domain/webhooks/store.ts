@@ -521,22 +521,27 @@ export const SIDE_ROWS_SOURCE_COLUMNS = 'id, organization_id, webhook_id, status
 /**
  * The owed and failed rows of the deliveries of CTE `d` (SIDE_ROWS_SOURCE_COLUMNS) made what each
  * delivery says: an owed row due when it is for a pending one, a failed row with its creation time
- * for a failed one, neither for the others. Four CTEs, to follow others in a `with`; `d` is meant to
+ * for a failed one, neither for the others; each under the delivery's organization and webhook
+ * (the release and recovery of a webhook's deliveries find them by the side rows' ones). Four CTEs, to follow others in a `with`; `d` is meant to
  * be materialized (each of them reads it).
  */
 export function sideRowsCtes(d: string): string {
   return `side_owed as (
   insert into webhook_delivery_owed (delivery_id, organization_id, webhook_id, next_attempt_at)
   select id, organization_id, webhook_id, due from ${d} where status = 'pending'
-  on conflict (delivery_id) do update set next_attempt_at = excluded.next_attempt_at
-    where webhook_delivery_owed.next_attempt_at is distinct from excluded.next_attempt_at
+  on conflict (delivery_id) do update
+    set next_attempt_at = excluded.next_attempt_at, organization_id = excluded.organization_id, webhook_id = excluded.webhook_id
+    where (webhook_delivery_owed.next_attempt_at, webhook_delivery_owed.organization_id, webhook_delivery_owed.webhook_id)
+      is distinct from (excluded.next_attempt_at, excluded.organization_id, excluded.webhook_id)
 ), side_unowed as (
   delete from webhook_delivery_owed o using ${d} where o.delivery_id = ${d}.id and ${d}.status <> 'pending'
 ), side_failed as (
   insert into webhook_delivery_failed (delivery_id, organization_id, webhook_id, created_at)
   select id, organization_id, webhook_id, created_at from ${d} where status = 'failed'
-  on conflict (delivery_id) do update set created_at = excluded.created_at
-    where webhook_delivery_failed.created_at is distinct from excluded.created_at
+  on conflict (delivery_id) do update
+    set created_at = excluded.created_at, organization_id = excluded.organization_id, webhook_id = excluded.webhook_id
+    where (webhook_delivery_failed.created_at, webhook_delivery_failed.organization_id, webhook_delivery_failed.webhook_id)
+      is distinct from (excluded.created_at, excluded.organization_id, excluded.webhook_id)
 ), side_unfailed as (
   delete from webhook_delivery_failed f using ${d} where f.delivery_id = ${d}.id and ${d}.status <> 'failed'
 )`;
@@ -584,9 +589,11 @@ export interface DeliveryWithSideRows {
   owed: string | null;
   /** The failed row's `created_at`; null: none. */
   failed: string | null;
+  /** Whether a side row is filed under another organization or webhook than its delivery's (a delivery moved by hand). */
+  otherOwner?: boolean;
 }
 
-/** Where a walk through deliveries by (created_at, id) stopped: `at` is PostgreSQL's text of created_at, exact to the microsecond. */
+/** Where a walk through deliveries by (created_at, id) stopped: `at` is created_at as ISO 8601 UTC text to the microsecond (read back the same whatever the session's DateStyle and time zone). */
 export interface CreatedCursor {
   at: string;
   id: string;
@@ -600,11 +607,12 @@ interface SideRowsRow {
   created: string | null;
   owed: string | null;
   failed: string | null;
+  other_owner?: boolean;
 }
 
 function withSideRows(row: SideRowsRow): DeliveryWithSideRows {
   return {
-    deliveryId: row.id, webhookId: row.webhook_id, owed: row.owed, failed: row.failed,
+    deliveryId: row.id, webhookId: row.webhook_id, owed: row.owed, failed: row.failed, ...(row.other_owner ? { otherOwner: true } : {}),
     delivery: row.status === null ? null : { status: row.status, due: row.due!, createdAt: row.created! },
   };
 }
@@ -627,15 +635,16 @@ export async function readDeliveriesWithSideRows(
     where.push('created_at >= ?::timestamptz and (created_at, id) > (?::timestamptz, ?)');
     params.push(after.at, after.at, after.id);
   }
-  const rows = await em.execute<Array<SideRowsRow & { at: string }>>(
+  const rows = await em.execute<SideRowsRow[]>(
     `with page as materialized (
-       select id, webhook_id, status, next_attempt_at, created_at from webhook_deliveries
+       select id, organization_id, webhook_id, status, next_attempt_at, created_at from webhook_deliveries
         ${where.length ? `where ${where.join(' and ')}` : ''}
         order by created_at, id limit ${Number(limit)}
      )
      select p.id, p.webhook_id, p.status, ${isoSql('coalesce(p.next_attempt_at, p.created_at)', 'US')} as due,
             ${isoSql('p.created_at', 'US')} as created, ${isoSql('o.next_attempt_at', 'US')} as owed, ${isoSql('f.created_at', 'US')} as failed,
-            p.created_at::text as at
+            (o.delivery_id is not null and (o.organization_id, o.webhook_id) is distinct from (p.organization_id, p.webhook_id))
+              or (f.delivery_id is not null and (f.organization_id, f.webhook_id) is distinct from (p.organization_id, p.webhook_id)) as other_owner
        from page p
        left join webhook_delivery_owed o on o.delivery_id = p.id
        left join webhook_delivery_failed f on f.delivery_id = p.id
@@ -643,7 +652,7 @@ export async function readDeliveriesWithSideRows(
     params,
   );
   const last = rows[rows.length - 1];
-  return { rows: rows.map(withSideRows), last: last ? { at: last.at, id: last.id } : null };
+  return { rows: rows.map(withSideRows), last: last ? { at: last.created!, id: last.id } : null };
 }
 
 /**
